@@ -1,0 +1,144 @@
+"""``study``: the command line every DVC stage calls.
+
+Each subcommand validates ``--params`` first (nothing runs on a bad file), sets the process-wide runtime
+switches once, runs its stage and prints a one-line summary. A :class:`StudyError` becomes
+``error: <message>`` on stderr with exit status 2 and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from study.errors import StudyError
+
+
+def _add(sub, name: str, help: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help, description=help)
+    p.add_argument("--params", type=Path, default=Path("params.yaml"), help="parameters file (default: params.yaml)")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="study",
+        description="vit-vs-cnn: when does a Vision Transformer beat a CNN? Stage commands of the DVC pipeline "
+        "(run them through `dvc repro`, which passes every path).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = _add(sub, "check", "validate the parameters file and exit")
+
+    p = _add(sub, "prepare", "load the dataset and write it as compact arrays with a manifest")
+    p.add_argument("--out", type=Path, required=True, help="output folder (data/prepared)")
+
+    p = _add(sub, "subsets", "write the validation split and nested, stratified training fractions")
+    p.add_argument("--prepared", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="output folder (data/subsets)")
+
+    p = _add(sub, "train", "train one model on one fraction with one seed")
+    p.add_argument("--model", required=True, help="a key of `models` in params")
+    p.add_argument("--fraction", type=float, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--prepared", type=Path, required=True)
+    p.add_argument("--subset", type=Path, required=True, help="index file of the training subset")
+    p.add_argument("--validation", type=Path, required=True, help="index file of the validation split")
+    p.add_argument("--teacher", type=Path, help="teacher's model.pt (distilled student only)")
+    p.add_argument("--checkpoint", type=Path, required=True, help="final weights (model.pt)")
+    p.add_argument("--metrics", type=Path, required=True, help="metrics.json")
+    p.add_argument("--history", type=Path, required=True, help="history.csv")
+    p.add_argument("--resume", type=Path, required=True, help="resume state, kept across kills")
+
+    for name, help in [
+        ("curves", "data-efficiency curves, gaps, power-law fits from every run's metrics"),
+        ("cka", "CKA similarity within and across models and fractions"),
+        ("attention", "attention maps, rollout and mean attention distance of the ViT-family models"),
+    ]:
+        p = _add(sub, name, help)
+        p.add_argument("--runs", type=Path, required=True, help="folder holding the runs (runs)")
+        if name != "curves":
+            p.add_argument("--prepared", type=Path, required=True)
+        p.add_argument("--figures", type=Path, required=True, help="output folder for figures")
+        p.add_argument("--tables", type=Path, required=True, help="output folder for tables")
+
+    p = _add(sub, "report", "write reports/: report.md, headline metrics, provenance, setup tables")
+    p.add_argument("--runs", type=Path, required=True)
+    p.add_argument("--lock", type=Path, required=True, help="dvc.lock, digested into the provenance")
+    p.add_argument("--tables", type=Path, required=True, help="folder of the analysis tables (reports/tables)")
+    p.add_argument("--figures", type=Path, required=True, help="folder of the analysis figures (reports/figures)")
+    p.add_argument("--out", type=Path, required=True, help="report.md")
+    p.add_argument("--metrics", type=Path, required=True, help="headline metrics.json")
+    p.add_argument("--provenance", type=Path, required=True, help="provenance.json")
+    p.add_argument("--setup-tables", type=Path, required=True, help="output folder of the setup tables")
+
+    p = _add(sub, "models", "print parameters and forward FLOPs of the study's models")
+    p.add_argument("--image-size", type=int, help="override the dataset's image size")
+    p.add_argument("--in-chans", type=int, help="override the dataset's channels")
+
+    p = _add(sub, "bench", "measure training speed and MFU: the study's step against the usual DataLoader recipe")
+    p.add_argument("--model", action="append", help="a key of `models` in params (repeatable; default: the trained "
+                   "models unless --arch is given)")
+    p.add_argument("--arch", action="append", help="a model name with its default size, e.g. resnet18 or vit "
+                   "(ViT-Tiny/4) (repeatable)")
+    p.add_argument("--image-size", type=int, help="override the dataset's image size")
+    p.add_argument("--in-chans", type=int, help="override the dataset's channels")
+    p.add_argument("--num-classes", type=int, help="override the dataset's number of classes")
+    p.add_argument("--batch-size", type=int, help="default: budget.batch_size")
+    p.add_argument("--steps", type=int, default=20, help="timed steps per window (default 20)")
+    p.add_argument("--warmup-steps", type=int, default=5, help="untimed steps first (default 5)")
+    p.add_argument("--repeats", type=int, default=3, help="timed windows; the median is reported (default 3)")
+    p.add_argument("--workers", type=int, action="append", help="DataLoader workers of the usual path (repeatable; default 2)")
+    p.add_argument("--images", type=int, default=8192, help="synthetic training images (default 8192)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the study path "
+                   "(default: train.compile)")
+    p.add_argument("--out", type=Path, default=Path("reports/bench.csv"), help="CSV of the results")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> str:
+    from study import runtime, stages
+    from study.config import load_params
+
+    params = load_params(args.params)
+    runtime.configure(threads=params.train.threads, deterministic=params.train.deterministic)
+    if args.command == "check":
+        return f"check: {args.params} is valid ({len(params.trained_models)} models, {len(params.fractions)} fractions, {len(params.seeds)} seeds)"
+    if args.command == "prepare":
+        return stages.prepare(params, args.out)
+    if args.command == "subsets":
+        return stages.subsets(params, args.prepared, args.out)
+    if args.command == "train":
+        return stages.train(
+            params, args.model, args.fraction, args.seed, args.prepared, args.subset, args.validation,
+            args.teacher, args.checkpoint, args.metrics, args.history, args.resume,
+        )
+    if args.command == "curves":
+        return stages.curves(params, args.runs, args.figures, args.tables)
+    if args.command in ("cka", "attention"):
+        stage = getattr(stages, args.command)
+        return stage(params, args.runs, args.prepared, args.figures, args.tables)
+    if args.command == "report":
+        return stages.report(params, args.params, args.lock, args.runs, args.tables, args.figures, args.out,
+                             args.metrics, args.provenance, args.setup_tables)
+    if args.command == "models":
+        return stages.models(params, args.image_size, args.in_chans)
+    if args.command == "bench":
+        return stages.bench(params, args.model, args.arch, args.image_size, args.in_chans, args.num_classes,
+                            args.batch_size, args.steps, args.warmup_steps, args.repeats, args.workers, args.images,
+                            args.compile, args.out)
+    raise AssertionError(args.command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        summary = _run(args)
+    except StudyError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished work is kept; rerun the same command (or `dvc repro`) to resume", file=sys.stderr)
+        return 130
+    print(summary)
+    return 0

@@ -1,0 +1,237 @@
+"""Typed, frozen parameters: one dataclass per ``params.yaml`` section, validated once at the edge.
+
+Every stage command calls :func:`load_params` before doing any work. A bad file gives one
+:class:`~study.errors.StudyError` line naming the key, the bad value and what is allowed; nothing is
+written. Library code never sees this object whole: stage commands pick the fields each function needs.
+
+Validation is pydantic's (field types, ranges, unknown keys); the cross-section rules that pydantic
+cannot express (a teacher must be a trained baseline, …) are in :func:`_check_cross_references`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, TypeAdapter
+from pydantic import ValidationError
+from pydantic.dataclasses import dataclass
+
+from study.errors import StudyError
+
+# (image size, channels) of each dataset, for sizing models before any data is read.
+INPUT_SHAPES = {"fashionmnist": (28, 1), "cifar10": (32, 3), "cifar100": (32, 3), "digits": (8, 1)}
+NUM_CLASSES = {"fashionmnist": 10, "cifar10": 10, "cifar100": 100, "digits": 10}
+
+_FROZEN = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class DataParams:
+    dataset: Literal["fashionmnist", "cifar10", "cifar100", "digits"]
+    # Folder searched first for the raw files (and where a download lands when online).
+    root: StrictStr = "data/raw"
+    # Stratified share of the training set held out for validation; never trained on.
+    val_fraction: StrictFloat = Field(default=0.1, gt=0.0, lt=1.0)
+    # Seed of the validation split: the split is the same for every training seed.
+    split_seed: StrictInt = Field(default=0, ge=0)
+    download: StrictBool = True
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class ModelParams:
+    """One trained model: its architecture and its optimisation recipe."""
+
+    arch: StrictStr  # a name from study.models.MODEL_NAMES, or "timm:<name>"
+    arch_args: dict[str, Any] = Field(default_factory=dict)  # keyword overrides for build_model
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    lr: StrictFloat = Field(default=1e-3, gt=0.0)
+    weight_decay: StrictFloat = Field(default=0.05, ge=0.0)
+    momentum: StrictFloat = Field(default=0.9, ge=0.0, lt=1.0)  # SGD only (Nesterov)
+    beta2: StrictFloat = Field(default=0.999, gt=0.0, lt=1.0)  # AdamW only
+    label_smoothing: StrictFloat = Field(default=0.0, ge=0.0, lt=1.0)
+    grad_clip: StrictFloat = Field(default=0.0, ge=0.0)  # max global grad norm; 0 = off
+    warmup: StrictFloat = Field(default=0.05, ge=0.0, lt=1.0)  # share of steps with linear warmup
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class DistillParams:
+    """DeiT-style distillation of ``student`` from ``teacher`` (Touvron et al. 2021, §4)."""
+
+    student: StrictStr = "deit"
+    teacher: StrictStr = "resnet"
+    kind: Literal["none", "soft", "hard"] = "hard"
+    alpha: StrictFloat = Field(default=0.1, ge=0.0, le=1.0)  # soft only: weight of the KL term
+    tau: StrictFloat = Field(default=3.0, gt=0.0)  # soft only: temperature
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class BudgetParams:
+    """The same optimiser steps and batch for every model at a fraction (see study.train.budget)."""
+
+    batch_size: StrictInt = Field(default=128, gt=0)
+    # Epochs over the full (fraction 1.0) training set.
+    epochs: StrictFloat = Field(default=3.0, gt=0.0)
+    # "epochs": every fraction trains `epochs` epochs of its own data, at least `min_steps` steps.
+    # "images": every fraction sees as many images as the full-data run (ConViT, Table 2).
+    convention: Literal["epochs", "images"] = "epochs"
+    min_steps: StrictInt = Field(default=0, ge=0)
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class AugmentParams:
+    crop_padding: StrictInt = Field(default=0, ge=0)  # random crop after zero padding
+    hflip: StrictBool = False
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class TrainParams:
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    compile: StrictBool = False
+    threads: StrictInt = Field(default=0, ge=0)  # torch intra-op threads; 0 = torch's default
+    deterministic: StrictBool = True
+    eval_batch_size: StrictInt = Field(default=1000, gt=0)
+    checkpoint_every: StrictInt = Field(default=200, gt=0)  # optimiser steps between resume points
+    augment: AugmentParams = AugmentParams()
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class CkaParams:
+    images: StrictInt = Field(default=2000, ge=4)  # test images the representations are taken on
+    batch_size: StrictInt = Field(default=250, ge=4)  # unbiased HSIC needs n >= 4 per batch
+    kernel: Literal["linear", "rbf"] = "linear"
+    rbf_threshold: StrictFloat = Field(default=1.0, gt=0.0)
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class AttentionParams:
+    images: StrictInt = Field(default=128, gt=0)  # images averaged for mean attention distance
+    show: StrictInt = Field(default=4, gt=0)  # images drawn in the attention-map figures
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class CurvesParams:
+    confidence: StrictFloat = Field(default=0.95, gt=0.0, lt=1.0)
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class AnalysisParams:
+    seed: StrictInt = Field(default=0, ge=0)  # the training seed whose runs CKA/attention inspect
+    cka: CkaParams = CkaParams()
+    attention: AttentionParams = AttentionParams()
+    curves: CurvesParams = CurvesParams()
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class Params:
+    data: DataParams
+    fractions: tuple[StrictFloat, ...] = Field(min_length=1)
+    seeds: tuple[StrictInt, ...] = Field(min_length=1)
+    baselines: tuple[StrictStr, ...] = Field(min_length=1)  # models trained from labels alone
+    models: dict[StrictStr, ModelParams] = Field(min_length=1)
+    budget: BudgetParams = BudgetParams()
+    distill: DistillParams | None = None
+    train: TrainParams = TrainParams()
+    analysis: AnalysisParams = AnalysisParams()
+
+    @property
+    def trained_models(self) -> tuple[str, ...]:
+        """Every model the study trains, teachers before students."""
+        student = (self.distill.student,) if self.distill else ()
+        return (*self.baselines, *student)
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate ``path``; raise a one-line StudyError on the first problem found."""
+    path = Path(path)
+    if not path.is_file():
+        raise StudyError(f"{path}: no such parameters file; run from the project root or pass --params")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise StudyError(f"{path}: not valid YAML{where}; fix the syntax") from None
+    return parse_params(raw, source=str(path))
+
+
+def parse_params(raw: Any, source: str = "params") -> Params:
+    """Validate an already-loaded mapping (what ``params.yaml`` holds)."""
+    if not isinstance(raw, dict):
+        raise StudyError(f"{source}: expected a mapping of sections at the top level")
+    _check_fraction_spelling(raw, source)
+    try:
+        params = TypeAdapter(Params).validate_python(raw)
+    except ValidationError as err:
+        raise StudyError(_first_error(err, source)) from None
+    _check_cross_references(params, source)
+    return params
+
+
+def _first_error(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    key = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    if first["type"] == "unexpected_keyword_argument":
+        return f"{source}: unknown key '{key}'; remove it or check its spelling"
+    if first["type"] == "missing_argument":
+        return f"{source}: missing key '{key}'"
+    return f"{source}: {key} = {first.get('input')!r}: {first['msg']}"
+
+
+def _check_fraction_spelling(raw: dict, source: str) -> None:
+    # DVC renders `${item.fraction}` from the YAML text, so `1` would name a folder "f1" while the
+    # code would write "f1.0". Requiring a decimal point keeps both spellings identical.
+    for i, value in enumerate(raw.get("fractions") or []):
+        if isinstance(value, int) and not isinstance(value, bool):
+            raise StudyError(f"{source}: fractions[{i}] = {value}: write fractions as decimals, e.g. {value}.0")
+
+
+def _check_cross_references(p: Params, source: str) -> None:
+    def fail(message: str) -> None:
+        raise StudyError(f"{source}: {message}")
+
+    for i, f in enumerate(p.fractions):
+        if not 0.0 < f <= 1.0:
+            fail(f"fractions[{i}] = {f}: fractions must lie in (0, 1]")
+    for name, values in (("fractions", p.fractions), ("seeds", p.seeds), ("baselines", p.baselines)):
+        dupes = sorted({v for v in values if values.count(v) > 1})
+        if dupes:
+            fail(f"{name} = {list(values)}: duplicate value(s) {dupes}; list each once")
+    if any(s < 0 for s in p.seeds):
+        fail(f"seeds = {list(p.seeds)}: seeds must be non-negative integers")
+    if 1.0 not in p.fractions:
+        fail(f"fractions = {list(p.fractions)}: include 1.0, the full-data reference every analysis compares to")
+    for name in p.baselines:
+        if name not in p.models:
+            fail(f"baselines: '{name}' has no entry under models (defined: {sorted(p.models)})")
+    for name, model in p.models.items():
+        _check_arch(model.arch, f"{source}: models.{name}.arch")
+    if p.analysis.seed not in p.seeds:
+        fail(f"analysis.seed = {p.analysis.seed}: must be one of seeds {list(p.seeds)}")
+    if p.analysis.cka.batch_size > p.analysis.cka.images:
+        fail("analysis.cka.batch_size must not exceed analysis.cka.images")
+    if p.distill is not None:
+        d = p.distill
+        if d.student not in p.models:
+            fail(f"distill.student = '{d.student}' has no entry under models (defined: {sorted(p.models)})")
+        if d.student in p.baselines:
+            fail(f"distill.student = '{d.student}' is also a baseline; a model is trained one way")
+        if p.models[d.student].arch != "deit":
+            fail(f"distill.student = '{d.student}' has arch '{p.models[d.student].arch}'; it needs arch 'deit'")
+        if d.kind != "none" and d.teacher not in p.baselines:
+            fail(f"distill.teacher = '{d.teacher}' must be one of baselines {list(p.baselines)}")
+
+
+def _check_arch(arch: str, where: str) -> None:
+    from study.models import MODEL_NAMES  # imported here: validating a config should not build models
+
+    if arch in MODEL_NAMES:
+        return
+    if arch.startswith("timm:"):
+        import timm
+
+        if timm.is_model(arch.removeprefix("timm:")):
+            return
+        raise StudyError(f"{where} = '{arch}': timm has no such model (see timm.list_models())")
+    raise StudyError(f"{where} = '{arch}': unknown model; choose one of {list(MODEL_NAMES)} or 'timm:<name>'")

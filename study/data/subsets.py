@@ -1,0 +1,100 @@
+"""Validation split and nested, stratified training-set fractions.
+
+The validation split is carved once (seeded by ``data.split_seed``) and is the same for every training
+seed; the test set is never touched here. For each training seed, every class's remaining images are
+shuffled once and a fraction ``f`` takes the first ``max(1, round(f * n_c))`` of them. Taking prefixes of
+one permutation makes the fractions nested (the 5% subset lies inside the 10% one) and keeps every class
+within ±0.5 image of proportional, with at least one image per class.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from study.errors import StudyError
+from study.io import atomic_dir
+
+
+def class_counts(n_per_class: np.ndarray, fraction: float) -> np.ndarray:
+    """Images per class at ``fraction``: round half up, at least one (monotone in ``fraction``)."""
+    return np.maximum(1, np.floor(fraction * n_per_class + 0.5).astype(np.int64))
+
+
+def validation_split(labels: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Split training indices into (pool, validation), stratified by class; both sorted."""
+    rng = np.random.default_rng(seed)
+    pool, val = [], []
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        n_val = int(class_counts(np.array([idx.size]), val_fraction)[0])
+        if n_val >= idx.size:
+            raise StudyError(
+                f"class {c} has {idx.size} image(s): too few to hold out {val_fraction:.0%} for validation; "
+                "lower data.val_fraction"
+            )
+        val.append(idx[:n_val])
+        pool.append(idx[n_val:])
+    return np.sort(np.concatenate(pool)), np.sort(np.concatenate(val))
+
+
+def nested_fractions(
+    labels: np.ndarray, pool: np.ndarray, fractions: list[float], seed: int
+) -> dict[float, np.ndarray]:
+    """For one seed, the training indices (sorted) of every fraction, drawn from ``pool``."""
+    rng = np.random.default_rng(seed)
+    classes = np.unique(labels[pool])
+    # One permutation per class; every fraction is a prefix of it, hence nested.
+    orders = [rng.permutation(pool[labels[pool] == c]) for c in classes]
+    sizes = np.array([order.size for order in orders])
+    subsets = {}
+    for f in sorted(fractions):
+        counts = class_counts(sizes, f)
+        subsets[f] = np.sort(np.concatenate([order[:k] for order, k in zip(orders, counts)]))
+    return subsets
+
+
+# --- files -------------------------------------------------------------------------------------------
+# Layout under the stage's output folder (dvc.yaml names the folder; these names are its contract):
+#   validation.npy          indices of the validation split
+#   s{seed}/f{fraction}.npy indices of each training subset, e.g. s0/f0.1.npy
+#   summary.csv             one row per (seed, fraction): images and per-class counts
+
+
+def subset_file(subsets_dir: str | Path, seed: int, fraction: float) -> Path:
+    """Path of one training subset; ``str(fraction)`` matches how DVC renders ``${item.fraction}``."""
+    return Path(subsets_dir) / f"s{seed}" / f"f{fraction}.npy"
+
+
+def write_subsets(
+    labels: np.ndarray, val_fraction: float, split_seed: int, fractions: list[float], seeds: list[int],
+    out_dir: str | Path,
+) -> pd.DataFrame:
+    """Write the validation split and every seed's nested fractions; return the summary table."""
+    pool, val = validation_split(labels, val_fraction, split_seed)
+    num_classes = int(labels.max()) + 1
+    rows = []
+    with atomic_dir(out_dir) as tmp:
+        np.save(tmp / "validation.npy", val)
+        for seed in seeds:
+            for f, idx in nested_fractions(labels, pool, list(fractions), seed).items():
+                path = subset_file(tmp, seed, f)
+                path.parent.mkdir(exist_ok=True)
+                np.save(path, idx)
+                counts = np.bincount(labels[idx], minlength=num_classes)
+                rows.append(
+                    {"seed": seed, "fraction": f, "images": idx.size,
+                     "min_per_class": int(counts.min()), "max_per_class": int(counts.max())}
+                )
+        summary = pd.DataFrame(rows)
+        summary.to_csv(tmp / "summary.csv", index=False)
+    return summary
+
+
+def read_subset(path) -> np.ndarray:
+    try:
+        return np.load(path)
+    except (OSError, ValueError):
+        raise StudyError(f"{path}: missing or unreadable subset file; run `dvc repro subsets`") from None

@@ -1,0 +1,153 @@
+"""One entry point that turns a model name from params.yaml into a module sized for the data.
+
+Why a registry: every stage (train, analysis, report) builds models from the same few strings, and
+every impossible combination (a patch size that does not divide the image, an image smaller than a
+ResNet's total stride, an unknown keyword) must fail here with one readable line instead of deep inside
+a forward pass. Names:
+
+* ``vit``, ``deit`` — the study's ViT and distilled ViT (:mod:`study.models.vit`, :mod:`study.models.deit`);
+  defaults are ViT-Tiny-like at patch 4 (``VIT_DEFAULTS``).
+* ``resnet18``, ``resnet8``, ``resnet20`` — small-image ResNets (:mod:`study.models.resnet`).
+* ``timm:<name>`` — any timm architecture, randomly initialised (never downloaded). Such models have no
+  explicit attention maps; :func:`representations` falls back to timm's ``forward_intermediates``
+  (keys ``intermediates.{i}``) where the model implements it.
+
+The analyses should call :func:`representations` and :func:`attention_probs` below rather than the
+methods, so that unsupported models fail with a :class:`StudyError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import timm
+import torch
+from torch import Tensor, nn
+
+from study.errors import StudyError
+from study.models.deit import DistilledVisionTransformer
+from study.models.resnet import CifarResNet, SmallImageResNet18, check_image_size, resnet8, resnet18, resnet20
+from study.models.vit import VisionTransformer
+
+MODEL_NAMES = ("vit", "deit", "resnet18", "resnet8", "resnet20")
+TIMM_PREFIX = "timm:"
+
+# ViT-Tiny's width/depth/heads (Touvron et al., 2021, Table 1) with patch 4, the usual CIFAR patch size.
+VIT_DEFAULTS: dict[str, Any] = {"patch_size": 4, "embed_dim": 192, "depth": 12, "num_heads": 3, "mlp_ratio": 4.0}
+_VIT_OVERRIDES = frozenset(VIT_DEFAULTS) | {"qkv_bias", "global_pool", "drop_rate", "pos_drop_rate",
+                                             "proj_drop_rate", "attn_drop_rate", "drop_path_rate"}
+# name -> (builder, smallest image side, allowed override keywords)
+_RESNETS: dict[str, tuple[Callable[..., nn.Module], int, frozenset[str]]] = {
+    "resnet18": (resnet18, SmallImageResNet18.min_image_size, frozenset({"zero_init_residual"})),
+    "resnet8": (resnet8, CifarResNet.min_image_size, frozenset({"width", "zero_init_residual"})),
+    "resnet20": (resnet20, CifarResNet.min_image_size, frozenset({"width", "zero_init_residual"})),
+}
+_SIZE_ARGUMENTS = frozenset({"num_classes", "image_size", "img_size", "in_chans"})
+
+
+def build_model(name: str, num_classes: int, image_size: int, in_chans: int, **overrides: Any) -> nn.Module:
+    """Build model ``name`` for ``in_chans × image_size × image_size`` images and ``num_classes`` classes.
+
+    ``overrides`` are architecture keywords (e.g. ``depth=6`` for ``vit``, ``width=8`` for ``resnet8``).
+    Raises :class:`StudyError` for anything that cannot work, before any training starts.
+    """
+    for label, value in (("num_classes", num_classes), ("image_size", image_size), ("in_chans", in_chans)):
+        if not isinstance(value, int) or value < 1:
+            raise StudyError(f"{label} must be a positive integer, got {value!r}")
+    if name.startswith(TIMM_PREFIX):
+        return _build_timm(name[len(TIMM_PREFIX):], num_classes, image_size, in_chans, overrides)
+    if name in ("vit", "deit"):
+        _check_overrides(name, overrides, _VIT_OVERRIDES)
+        model_class = VisionTransformer if name == "vit" else DistilledVisionTransformer
+        return model_class(img_size=image_size, in_chans=in_chans, num_classes=num_classes,
+                           **{**VIT_DEFAULTS, **overrides})
+    if name in _RESNETS:
+        builder, min_image_size, allowed = _RESNETS[name]
+        _check_overrides(name, overrides, allowed)
+        check_image_size(name, image_size, min_image_size)
+        return builder(num_classes, in_chans=in_chans, **overrides)
+    raise StudyError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)} or timm:<timm model name>")
+
+
+def _check_overrides(name: str, overrides: dict[str, Any], allowed: frozenset[str]) -> None:
+    unknown = sorted(set(overrides) - allowed)
+    if unknown:
+        hint = " (set it through the data, not as an override)" if set(unknown) & _SIZE_ARGUMENTS else ""
+        raise StudyError(f"unknown override {unknown[0]!r} for model {name!r}{hint}; allowed: "
+                         f"{', '.join(sorted(allowed)) or 'none'}")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _build_timm(model_name: str, num_classes: int, image_size: int, in_chans: int,
+                overrides: dict[str, Any]) -> nn.Module:
+    """``timm.create_model`` without weights; refuse, in one line, what timm cannot build or run."""
+    if not timm.is_model(model_name):
+        raise StudyError(f"unknown timm model {model_name!r}; see timm.list_models() for valid names")
+    reserved = sorted(set(overrides) & (_SIZE_ARGUMENTS | {"pretrained"}))
+    if reserved:
+        raise StudyError(f"override {reserved[0]!r} is not allowed for timm:{model_name}; the study sets sizes from "
+                         "the data and never downloads pretrained weights")
+    kwargs = {"pretrained": False, "num_classes": num_classes, "in_chans": in_chans, **overrides}
+    input_desc = f"{in_chans}x{image_size}x{image_size} input"
+    try:
+        try:
+            model = timm.create_model(model_name, img_size=image_size, **kwargs)
+        except TypeError as error:  # the architecture is size-agnostic and does not take img_size
+            if "img_size" not in str(error):
+                raise
+            model = timm.create_model(model_name, **kwargs)
+    except TypeError as error:
+        if "unexpected keyword argument" in str(error):
+            raise StudyError(f"unknown override for timm:{model_name}: {_first_line(error)}") from error
+        raise StudyError(f"timm:{model_name} cannot be built for {input_desc}: {_first_line(error)}") from error
+    except Exception as error:
+        raise StudyError(f"timm:{model_name} cannot be built for {input_desc}: {_first_line(error)}") from error
+    _probe_forward(model, f"timm:{model_name}", image_size, in_chans)
+    return model
+
+
+def _probe_forward(model: nn.Module, label: str, image_size: int, in_chans: int) -> None:
+    """Run one blank image through ``model`` in eval mode: many size mismatches only show up here."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(torch.zeros(1, in_chans, image_size, image_size))
+    except Exception as error:
+        raise StudyError(f"{label} cannot run on {in_chans}x{image_size}x{image_size} input: "
+                         f"{_first_line(error)}; use larger images or another model") from error
+    finally:
+        model.train(was_training)
+
+
+def representations(model: nn.Module, x: Tensor) -> dict[str, Tensor]:
+    """Ordered intermediate activations of ``model`` on ``x``, input side first.
+
+    The study's models use their own ``representations`` method (token tensors for ViT/DeiT, feature
+    maps for ResNets); timm models use ``forward_intermediates`` where they have it.
+    """
+    if hasattr(model, "representations"):
+        return model.representations(x)
+    if hasattr(model, "forward_intermediates"):
+        try:
+            features = model.forward_intermediates(x, intermediates_only=True)
+        except Exception as error:
+            raise StudyError(f"{type(model).__name__}.forward_intermediates failed ({_first_line(error)}); "
+                             "use one of the study's models for this analysis") from error
+        return {f"intermediates.{index}": feature for index, feature in enumerate(features)}
+    raise StudyError(f"{type(model).__name__} exposes no intermediate representations; use one of "
+                     f"{', '.join(MODEL_NAMES)} for this analysis")
+
+
+def attention_probs(model: nn.Module, x: Tensor) -> list[Tensor]:
+    """Per-block softmax attention ``(B, heads, T, T)``; only the study's ``vit`` and ``deit`` have it."""
+    if not isinstance(model, VisionTransformer):
+        raise StudyError(f"attention maps need the study's 'vit' or 'deit', not {type(model).__name__}")
+    return model.attention_probs(x)
+
+
+__all__ = ["MODEL_NAMES", "TIMM_PREFIX", "VIT_DEFAULTS", "attention_probs", "build_model", "representations"]

@@ -1,0 +1,163 @@
+"""ResNet baselines for small images (28×28, 32×32): the CNN side of the comparison.
+
+Two families, both with a 3×3 stride-1 stem and no early max-pool, because the ImageNet stem (7×7
+stride-2 conv + max-pool) would throw away 15/16 of a 32×32 image before the first residual block:
+
+* :func:`resnet18` — torchvision's ResNet-18 (He et al., 2016, Table 1; 11M parameters, widths 64-512)
+  with only the stem swapped, the common CIFAR adaptation. Built from torchvision's class, not re-typed.
+* :func:`resnet8` / :func:`resnet20` — the CIFAR ResNets of He et al. (2016, §4.2): a 3×3 conv with
+  ``width`` filters, then 3 stages of ``n`` basic blocks with widths ``width·(1, 2, 4)`` on maps of
+  ``S, S/2, S/4``, global average pooling and a linear classifier; depth ``6n + 2``. Shortcuts are the
+  paper's option A (identity; subsample and zero-pad channels when the shape changes), so ResNet-20 has
+  the paper's 0.27M parameters. The blocks are torchvision's ``BasicBlock``. These are the lean
+  models that train fast on a 2-core CPU.
+
+All expose ``forward_features`` (feature map ``(B, C, h, w)``), ``forward_head`` (pool + linear),
+``forward`` and ``representations`` (every residual block's output, for CKA). Nothing here assumes a
+memory format, so ``model.to(memory_format=torch.channels_last)`` works.
+
+Image-size rule: the image side must be at least the network's total stride (8 for ResNet-18, 4 for
+the CIFAR ResNets; ``min_image_size``). Below that, a stride-2 3×3 conv with padding 1 still yields a
+1×1 map, but later stages then see only padding around one pixel and "downsample" nothing.
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchvision.models.resnet import BasicBlock, ResNet
+
+from study.errors import StudyError
+
+
+class _ResNetInterface:
+    """The study's model interface, for modules with conv1/bn1/relu/maxpool, stages, avgpool, fc."""
+
+    stage_names: tuple[str, ...]
+    min_image_size: int
+
+    def _stem(self, x: Tensor) -> Tensor:
+        return self.maxpool(self.relu(self.bn1(self.conv1(x))))
+
+    def forward_features(self, x: Tensor) -> Tensor:
+        """Image ``(B, C, H, W)`` -> last feature map ``(B, C', h, w)``."""
+        x = self._stem(x)
+        for name in self.stage_names:
+            x = getattr(self, name)(x)
+        return x
+
+    def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
+        """Feature map -> logits ``(B, num_classes)`` (or the pooled features ``(B, C')``)."""
+        x = self.avgpool(x).flatten(1)  # (B, C', 1, 1) -> (B, C')
+        return x if pre_logits else self.fc(x)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.forward_head(self.forward_features(x))
+
+    def representations(self, x: Tensor) -> dict[str, Tensor]:
+        """Ordered feature maps ``(B, C, h, w)``: ``stem``, then ``layer{i}.{j}`` for every residual block."""
+        x = self._stem(x)
+        out = {"stem": x}
+        for name in self.stage_names:
+            for index, block in enumerate(getattr(self, name)):
+                x = block(x)
+                out[f"{name}.{index}"] = x
+        return out
+
+
+def _init_convs_and_norms(model: nn.Module, zero_init_residual: bool) -> None:
+    """He (fan-out) init for convs, BN to identity; optionally zero each block's last BN (Goyal et al.,
+    2017) so every residual block starts as the identity. The same scheme as torchvision's ResNet."""
+    for module in model.modules():
+        if isinstance(module, nn.Conv2d):
+            nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
+        elif isinstance(module, nn.BatchNorm2d):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+    if zero_init_residual:
+        for module in model.modules():
+            if isinstance(module, BasicBlock):
+                nn.init.zeros_(module.bn2.weight)
+
+
+class SmallImageResNet18(_ResNetInterface, ResNet):
+    """torchvision's ResNet-18 with a 3×3 stride-1 stem and no max-pool; state_dict keys unchanged."""
+
+    stage_names = ("layer1", "layer2", "layer3", "layer4")
+    min_image_size = 8  # three stride-2 stages: 8 -> 4 -> 2 -> 1
+
+    def __init__(self, num_classes: int, in_chans: int = 3, zero_init_residual: bool = False) -> None:
+        super().__init__(BasicBlock, [2, 2, 2, 2], num_classes=num_classes,
+                         zero_init_residual=zero_init_residual)
+        self.conv1 = nn.Conv2d(in_chans, 64, kernel_size=3, stride=1, padding=1, bias=False)
+        nn.init.kaiming_normal_(self.conv1.weight, mode="fan_out", nonlinearity="relu")
+        self.maxpool = nn.Identity()
+
+
+class PadShortcut(nn.Module):
+    """He et al.'s option-A shortcut: subsample by ``stride`` and zero-pad the new channels (no params)."""
+
+    def __init__(self, stride: int, extra_channels: int) -> None:
+        super().__init__()
+        self.stride = stride
+        self.extra_channels = extra_channels
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x[:, :, ::self.stride, ::self.stride]  # (B, C, H, W) -> (B, C, ⌈H/s⌉, ⌈W/s⌉), as the conv path
+        return F.pad(x, (0, 0, 0, 0, 0, self.extra_channels))  # (B, C, h, w) -> (B, C + extra, h, w)
+
+
+def _stage(in_width: int, out_width: int, blocks: int, stride: int) -> nn.Sequential:
+    shortcut = None
+    if stride != 1 or in_width != out_width:
+        shortcut = PadShortcut(stride, out_width - in_width)
+    layers = [BasicBlock(in_width, out_width, stride=stride, downsample=shortcut)]
+    layers += [BasicBlock(out_width, out_width) for _ in range(blocks - 1)]
+    return nn.Sequential(*layers)
+
+
+class CifarResNet(_ResNetInterface, nn.Module):
+    """He et al. (2016) §4.2 ResNet of depth ``6·blocks_per_stage + 2``, stage widths ``width·(1, 2, 4)``."""
+
+    stage_names = ("layer1", "layer2", "layer3")
+    min_image_size = 4  # two stride-2 stages: 4 -> 2 -> 1
+
+    def __init__(self, blocks_per_stage: int, num_classes: int, in_chans: int = 3, width: int = 16,
+                 zero_init_residual: bool = False) -> None:
+        super().__init__()
+        if blocks_per_stage < 1 or width < 1:
+            raise StudyError(f"a CIFAR ResNet needs blocks_per_stage >= 1 and width >= 1, got "
+                             f"{blocks_per_stage} and {width}")
+        widths = (width, 2 * width, 4 * width)
+        self.conv1 = nn.Conv2d(in_chans, width, kernel_size=3, stride=1, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.Identity()  # no early pooling: the paper's CIFAR nets keep the full map
+        self.layer1 = _stage(width, widths[0], blocks_per_stage, stride=1)
+        self.layer2 = _stage(widths[0], widths[1], blocks_per_stage, stride=2)
+        self.layer3 = _stage(widths[1], widths[2], blocks_per_stage, stride=2)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(widths[2], num_classes)
+        _init_convs_and_norms(self, zero_init_residual)
+
+
+def check_image_size(name: str, image_size: int, min_image_size: int) -> None:
+    """Refuse images smaller than the network's total stride (see the module docstring)."""
+    if image_size < min_image_size:
+        raise StudyError(f"{name} downsamples by {min_image_size}x, so {image_size}x{image_size} images are too "
+                         f"small; use images of at least {min_image_size}x{min_image_size} or a smaller model")
+
+
+def resnet18(num_classes: int, in_chans: int = 3, zero_init_residual: bool = False) -> SmallImageResNet18:
+    """ResNet-18 (11.2M parameters at 10 classes) with the small-image stem."""
+    return SmallImageResNet18(num_classes, in_chans=in_chans, zero_init_residual=zero_init_residual)
+
+
+def resnet8(num_classes: int, in_chans: int = 3, width: int = 16, zero_init_residual: bool = False) -> CifarResNet:
+    """CIFAR ResNet-8 (n = 1): 7 convs + 1 linear; 75k parameters at width 16, 10 classes."""
+    return CifarResNet(1, num_classes, in_chans=in_chans, width=width, zero_init_residual=zero_init_residual)
+
+
+def resnet20(num_classes: int, in_chans: int = 3, width: int = 16, zero_init_residual: bool = False) -> CifarResNet:
+    """CIFAR ResNet-20 (n = 3): 19 convs + 1 linear; 0.27M parameters at width 16, 10 classes."""
+    return CifarResNet(3, num_classes, in_chans=in_chans, width=width, zero_init_residual=zero_init_residual)

@@ -1,0 +1,1 @@
+"""Reports: tables (CSV + LaTeX), the generated ``report.md``, headline metrics and provenance."""

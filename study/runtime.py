@@ -1,0 +1,47 @@
+"""Process-wide switches (threads, determinism, seeds, device), set in one place.
+
+Stage commands call :func:`configure` once, first thing; nothing in the package flips a global at import.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+
+def configure(threads: int = 0, deterministic: bool = True) -> None:
+    """Set intra-op threads (0 keeps torch's default) and deterministic kernels."""
+    if threads > 0:
+        torch.set_num_threads(threads)
+    if deterministic:
+        # cuBLAS needs a fixed workspace to be deterministic (CUDA docs, "Reproducibility").
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
+    else:
+        torch.backends.cudnn.benchmark = True
+    # TF32 matmuls on Ampere+ GPUs: a large speed-up for float32 parts, well within training noise.
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed Python, NumPy and torch; return a CPU generator for the data order and augmentation."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def pick_device(requested: str) -> torch.device:
+    """'auto' means CUDA when present; asking for CUDA without one is a user error."""
+    from study.errors import StudyError
+
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise StudyError("train.device = 'cuda' but no CUDA device is available; use 'auto' or 'cpu'")
+    return torch.device(requested)

@@ -1,0 +1,87 @@
+"""The fast data path: a split lives on the device as one uint8 tensor; batches are index slices.
+
+No DataLoader and no per-image Python: each step draws a fixed-size batch of indices, gathers the
+images in one indexing op and augments the whole batch at once on the device (random crop with zero
+padding, optional horizontal flip, per-channel normalisation). The order and the augmentation of step
+``s`` are pure functions of ``(seed, s)``, so a resumed run sees exactly the batches it would have seen.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# Distinct streams for the data order and the augmentation draws of one seed.
+_ORDER, _AUGMENT = 0, 1
+
+
+def _generator(seed: int, stream: int, counter: int) -> torch.Generator:
+    return torch.Generator().manual_seed(((seed * 2 + stream) << 32) + counter)
+
+
+class DeviceSplit:
+    """Images (N, H, W, C) uint8 and labels (N,) int64 of one split, resident on ``device``."""
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray, device: torch.device):
+        # np.array copies: the prepared arrays are read-only memory maps, which torch will not wrap.
+        self.images = torch.from_numpy(np.array(images, dtype=np.uint8)).to(device)
+        self.labels = torch.from_numpy(np.array(labels, dtype=np.int64)).to(device)
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+
+class BatchOrder:
+    """Step -> batch indices: epochs are seeded permutations laid end to end, cut into fixed batches."""
+
+    def __init__(self, n: int, batch_size: int, seed: int):
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+
+    @functools.lru_cache(maxsize=2)
+    def _permutation(self, epoch: int) -> torch.Tensor:
+        return torch.randperm(self.n, generator=_generator(self.seed, _ORDER, epoch))
+
+    def indices(self, step: int) -> torch.Tensor:
+        """Indices (batch_size,) of optimiser step ``step``; a batch may straddle two epochs."""
+        parts, position, needed = [], step * self.batch_size, self.batch_size
+        while needed:
+            epoch, offset = divmod(position, self.n)
+            part = self._permutation(epoch)[offset : offset + needed]
+            parts.append(part)
+            position, needed = position + part.numel(), needed - part.numel()
+        return torch.cat(parts)
+
+
+def channel_stats(images: np.ndarray) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std of uint8 images (N, H, W, C), on the 0-1 scale."""
+    x = images.reshape(-1, images.shape[-1]).astype(np.float64) / 255.0  # (N*H*W, C)
+    return x.mean(axis=0).tolist(), np.maximum(x.std(axis=0), 1e-3).tolist()
+
+
+def normalise(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """uint8 (B, H, W, C) -> float (B, C, H, W), normalised; memory stays channels-last."""
+    x = (images.float() / 255.0 - mean) / std  # (B, H, W, C); mean/std broadcast over C
+    return x.permute(0, 3, 1, 2)  # (B, C, H, W) view with NHWC strides, i.e. channels_last
+
+
+def augment(
+    images: torch.Tensor, seed: int, step: int, crop_padding: int, hflip: bool
+) -> torch.Tensor:
+    """Random crop (after zero padding) and horizontal flip of a uint8 batch (B, H, W, C)."""
+    batch, height, width, _ = images.shape
+    gen = _generator(seed, _AUGMENT, step)
+    if crop_padding:
+        p = crop_padding
+        padded = F.pad(images, (0, 0, p, p, p, p))  # (B, H+2p, W+2p, C): pads W then H, not C
+        oy, ox = torch.randint(0, 2 * p + 1, (2, batch, 1), generator=gen).to(images.device)
+        rows = oy + torch.arange(height, device=images.device)  # (B, H)
+        cols = ox + torch.arange(width, device=images.device)  # (B, W)
+        b = torch.arange(batch, device=images.device)[:, None, None]  # (B, 1, 1)
+        images = padded[b, rows[:, :, None], cols[:, None, :]]  # (B, H, W, C)
+    if hflip:
+        flip = (torch.rand(batch, generator=gen) < 0.5).to(images.device)[:, None, None, None]
+        images = torch.where(flip, images.flip(2), images)  # dim 2 is W in (B, H, W, C)
+    return images

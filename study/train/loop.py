@@ -1,0 +1,303 @@
+"""The one training loop: every model, every fraction, every seed, distilled or not.
+
+A run is: build the model, take ``budget.steps`` optimiser steps over fixed-size batches of its training
+subset, score the validation split now and then (history), checkpoint regularly so a killed run resumes
+exactly, and finally score the test set once with the final weights (no test-set model selection).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from study.errors import StudyError
+from study.io import atomic_path, write_json
+from study.train.artifacts import save_trained
+from study.train.batches import BatchOrder, DeviceSplit, augment, channel_stats, normalise
+from study.train.budget import Budget
+from study.train.schedule import lr_at
+
+# Parameters exempt from weight decay besides biases and norm weights (all 1-D): ViT's learned tokens
+# and position embeddings (as in timm's `no_weight_decay`).
+_NO_DECAY_NAMES = ("cls_token", "dist_token", "pos_embed")
+# Validation evaluations per run, at most: enough for a coarse learning curve; each costs a pass over
+# the validation split, which would dominate the short runs of the small fractions if done every epoch.
+_HISTORY_POINTS = 4
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The optimisation recipe of one model (mirrors study.config.ModelParams)."""
+
+    optimizer: str
+    lr: float
+    weight_decay: float
+    momentum: float
+    beta2: float
+    label_smoothing: float
+    grad_clip: float
+    warmup: float
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    checkpoint: Path  # final weights (model.pt)
+    metrics: Path  # metrics.json
+    history: Path  # history.csv, one row per validation point
+    resume: Path  # resume state, rewritten every `checkpoint_every` steps
+
+
+def make_optimizer(model: nn.Module, recipe: Recipe, fused: bool) -> torch.optim.Optimizer:
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if p.ndim < 2 or name.split(".")[-1] in _NO_DECAY_NAMES else decay).append(p)
+    groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if recipe.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=recipe.lr, momentum=recipe.momentum, nesterov=True, fused=fused or None)
+    return torch.optim.AdamW(groups, lr=recipe.lr, betas=(0.9, recipe.beta2), fused=fused or None)
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module, split: DeviceSplit, mean: torch.Tensor, std: torch.Tensor, batch_size: int,
+    channels_last: bool, autocast: contextlib.AbstractContextManager,
+) -> dict[str, float]:
+    """Loss and top-1 on a split; for a two-head model also each head's top-1 alone."""
+    was_training = model.training
+    model.eval()
+    totals: dict[str, torch.Tensor] = {}
+
+    def add(key: str, value: torch.Tensor) -> None:
+        totals[key] = totals.get(key, 0) + value
+
+    for start in range(0, len(split), batch_size):
+        x = _to_input(normalise(split.images[start : start + batch_size], mean, std), channels_last)
+        y = split.labels[start : start + batch_size]
+        with autocast:
+            heads = model.forward_heads(x) if hasattr(model, "forward_heads") else (model(x),)
+        heads = [h.float() for h in heads]
+        logits = sum(heads) / len(heads)  # DeiT's inference: the mean of the two heads' logits
+        add("loss", F.cross_entropy(logits, y, reduction="sum"))
+        add("top1", (logits.argmax(1) == y).sum())
+        if len(heads) == 2:
+            add("top1_cls", (heads[0].argmax(1) == y).sum())
+            add("top1_dist", (heads[1].argmax(1) == y).sum())
+    model.train(was_training)
+    return {k: float(v) / len(split) for k, v in totals.items()}
+
+
+def _to_input(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    return x.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+
+
+def run_fingerprint(**parts) -> str:
+    """A digest of everything that determines a run; a resume state from other settings is ignored."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def train_run(
+    *,
+    model: nn.Module,
+    spec: dict,
+    recipe: Recipe,
+    budget: Budget,
+    train: tuple[np.ndarray, np.ndarray],
+    validation: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    seed: int,
+    crop_padding: int,
+    hflip: bool,
+    device: torch.device,
+    loss_fn: nn.Module,
+    channels_last: bool,
+    compile_model: bool,
+    eval_batch_size: int,
+    checkpoint_every: int,
+    fingerprint: str,
+    paths: RunPaths,
+    label: str,
+) -> dict:
+    """Train ``model`` for ``budget.steps`` steps and write the run's files; return its metrics."""
+    on_gpu = device.type == "cuda"
+    mean_list, std_list = channel_stats(train[0])
+    mean = torch.tensor(mean_list, device=device)
+    std = torch.tensor(std_list, device=device)
+    spec = {**spec, "mean": mean_list, "std": std_list}
+    train_split, val_split, test_split = (DeviceSplit(*arrays, device) for arrays in (train, validation, test))
+
+    model = model.to(device)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    loss_fn = loss_fn.to(device)
+    optimizer = make_optimizer(model, recipe, fused=on_gpu)
+    forward = torch.compile(model) if compile_model else model
+    # bf16 autocast on GPU only: CPU bf16 kernels are slower than float32 on most CPUs and would change
+    # numbers between CPU runs and the reference float32 path.
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_gpu else contextlib.nullcontext()
+
+    order = BatchOrder(len(train_split), budget.batch_size, seed)
+    warmup_steps = math.ceil(recipe.warmup * budget.steps)
+    eval_every = max(budget.steps_per_epoch, math.ceil(budget.steps / _HISTORY_POINTS))
+
+    state = _load_resume(paths.resume, fingerprint, model, optimizer, device)
+    step, history = state["step"], state["history"]
+    loss_sum = torch.tensor(state["loss_sum"], device=device)
+    loss_steps, train_seconds = state["loss_steps"], state["train_seconds"]
+    if step:
+        print(f"{label}: resuming at step {step}/{budget.steps}")
+
+    model.train()
+    loss_fn.train()
+    progress = tqdm(total=budget.steps, initial=step, desc=label, unit="step", mininterval=2, disable=None)
+    tic = time.perf_counter()
+    while step < budget.steps:
+        idx = order.indices(step).to(device)
+        images = augment(train_split.images[idx], seed, step, crop_padding, hflip)
+        x = _to_input(normalise(images, mean, std), channels_last)
+        y = train_split.labels[idx]
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, budget.steps, recipe.lr, warmup_steps)
+        with autocast:
+            loss = loss_fn(x, forward(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if recipe.grad_clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+        optimizer.step()
+        loss_sum += loss.detach().float()
+        loss_steps += 1
+        step += 1
+        progress.update()
+        # On CPU a finiteness check costs nothing (no device to sync); on GPU it waits for the log points.
+        if not on_gpu:
+            _check_finite(loss_sum, step, label)
+        if step % eval_every == 0 or step == budget.steps:
+            _check_finite(loss_sum, step, label)
+            train_seconds += _sync_elapsed(tic, device)
+            val = evaluate(model, val_split, mean, std, eval_batch_size, channels_last, autocast)
+            history.append(_history_row(step, budget, float(loss_sum) / loss_steps, val, optimizer, train_seconds))
+            loss_sum.zero_()
+            loss_steps = 0
+            progress.set_postfix(val_top1=f"{val['top1']:.3f}")
+            tic = time.perf_counter()
+        if step % checkpoint_every == 0 and step < budget.steps:
+            _check_finite(loss_sum, step, label)
+            train_seconds += _sync_elapsed(tic, device)
+            _save_resume(paths.resume, fingerprint, model, optimizer, step, history, loss_sum, loss_steps, train_seconds)
+            tic = time.perf_counter()
+    progress.close()
+
+    test_scores = evaluate(model, test_split, mean, std, eval_batch_size, channels_last, autocast)
+    save_trained(paths.checkpoint, model, spec)
+    with atomic_path(paths.history) as tmp:
+        pd.DataFrame(history).to_csv(tmp, index=False)
+    metrics = _metrics(spec, budget, test_scores, history, train_seconds, device)
+    write_json(paths.metrics, metrics)
+    # The resume state now equals the final model; keeping it would let a rerun with the same settings
+    # skip training, but DVC reruns a stage only when something changed, so it is dropped to save space.
+    _save_resume(paths.resume, "complete", None, None, step, history, loss_sum, 0, train_seconds)
+    return metrics
+
+
+def _sync_elapsed(tic: float, device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - tic
+
+
+def _check_finite(loss_sum: torch.Tensor, step: int, label: str) -> None:
+    if not torch.isfinite(loss_sum):
+        raise StudyError(
+            f"{label}: training loss became NaN/inf by step {step}; lower the model's lr or set grad_clip"
+        )
+
+
+def _history_row(step, budget: Budget, train_loss, val, optimizer, train_seconds) -> dict:
+    return {
+        "step": step,
+        "epoch": round(step * budget.batch_size / budget.train_images, 4),
+        "images_seen": step * budget.batch_size,
+        "train_loss": round(train_loss, 6),
+        "val_loss": round(val["loss"], 6),
+        "val_top1": round(val["top1"], 6),
+        "lr": optimizer.param_groups[0]["lr"],
+        "train_seconds": round(train_seconds, 3),
+    }
+
+
+def _metrics(spec, budget: Budget, test, history, train_seconds, device) -> dict:
+    last = history[-1]
+    metrics = {
+        "model": spec["model_name"],
+        "arch": spec["arch"],
+        "fraction": spec["fraction"],
+        "seed": spec["seed"],
+        "test_top1": round(test["top1"], 6),
+        "test_loss": round(test["loss"], 6),
+        "val_top1": last["val_top1"],
+        "val_loss": last["val_loss"],
+        "budget": budget.as_dict(),
+        "params": spec["params"],
+        "forward_flops": spec["forward_flops"],
+        # Training FLOPs ≈ 3 × forward (backward ≈ 2 × forward); the teacher's forward is extra.
+        "train_flops": 3 * spec["forward_flops"] * budget.images_seen,
+        "teacher_flops": spec.get("teacher_forward_flops", 0) * budget.images_seen,
+        "train_seconds": round(train_seconds, 3),
+        "throughput_images_per_s": round(budget.images_seen / max(train_seconds, 1e-9), 1),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+    }
+    if "top1_cls" in test:
+        metrics["test_top1_cls"] = round(test["top1_cls"], 6)
+        metrics["test_top1_dist"] = round(test["top1_dist"], 6)
+    if "distill" in spec:
+        metrics["distill"] = spec["distill"]
+    return metrics
+
+
+def _save_resume(path, fingerprint, model, optimizer, step, history, loss_sum, loss_steps, train_seconds) -> None:
+    state = {
+        "fingerprint": fingerprint,
+        "step": step,
+        "history": history,
+        "loss_sum": float(loss_sum),
+        "loss_steps": loss_steps,
+        "train_seconds": train_seconds,
+        "torch_rng": torch.get_rng_state(),
+    }
+    if model is not None:
+        state["model"] = model.state_dict()
+        state["optimizer"] = optimizer.state_dict()
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def _load_resume(path: Path, fingerprint: str, model, optimizer, device) -> dict:
+    fresh = {"step": 0, "history": [], "loss_sum": 0.0, "loss_steps": 0, "train_seconds": 0.0}
+    if not path.is_file():
+        return fresh
+    try:
+        state = torch.load(path, map_location=device, weights_only=False)
+    except Exception:
+        print(f"{path}: unreadable resume state; starting from scratch")
+        return fresh
+    if state.get("fingerprint") != fingerprint or "model" not in state:
+        return fresh
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["torch_rng"])
+    return state

@@ -1,0 +1,61 @@
+"""Training losses with one call signature, ``loss(inputs, outputs, labels)``, for every model.
+
+Distillation is a wrapper, not a second training loop: the distilled ViT is trained by the same loop as
+every other model; only the loss differs. Definitions follow DeiT (Touvron et al. 2021, §4):
+
+- hard: ``½·CE(z_cls, y) + ½·CE(z_dist, argmax z_teacher)``; label smoothing applies to the true labels only.
+- soft: ``(1−α)·CE(z_cls, y) + α·τ²·KL(softmax(z_teacher/τ) ‖ softmax(z_dist/τ))``. The KL is summed over
+  classes and averaged over the batch (``reduction="batchmean"``, as timm does; the official DeiT code
+  divides a summed KL by batch × classes instead, which is the same loss scaled by 1/classes).
+
+The teacher is frozen: eval mode, no gradients, and it sees exactly the student's augmented batch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class LabelLoss(nn.Module):
+    """Cross-entropy on the labels (with optional label smoothing)."""
+
+    def __init__(self, label_smoothing: float = 0.0):
+        super().__init__()
+        self.ce = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
+
+    def forward(self, inputs: torch.Tensor, outputs, labels: torch.Tensor) -> torch.Tensor:
+        return self.ce(outputs, labels)
+
+
+class DistillationLoss(nn.Module):
+    """DeiT's hard or soft distillation; ``outputs`` is ``(class_logits, dist_logits)``."""
+
+    def __init__(self, base: LabelLoss, teacher: nn.Module, kind: str, alpha: float, tau: float):
+        super().__init__()
+        if kind not in ("soft", "hard"):
+            raise ValueError(f"distillation kind must be 'soft' or 'hard', not {kind!r}")
+        self.base, self.kind, self.alpha, self.tau = base, kind, alpha, tau
+        self.teacher = teacher.eval().requires_grad_(False)
+
+    def train(self, mode: bool = True) -> "DistillationLoss":
+        super().train(mode)
+        self.teacher.eval()  # the teacher never leaves eval mode (BatchNorm statistics stay frozen)
+        return self
+
+    def forward(self, inputs: torch.Tensor, outputs, labels: torch.Tensor) -> torch.Tensor:
+        class_logits, dist_logits = outputs
+        with torch.no_grad():
+            teacher_logits = self.teacher(inputs).float()
+        if self.kind == "hard":
+            return 0.5 * self.base(inputs, class_logits, labels) + 0.5 * F.cross_entropy(
+                dist_logits, teacher_logits.argmax(dim=1)
+            )
+        kl = F.kl_div(
+            F.log_softmax(dist_logits.float() / self.tau, dim=1),
+            F.log_softmax(teacher_logits / self.tau, dim=1),
+            reduction="batchmean",
+            log_target=True,
+        )
+        return (1 - self.alpha) * self.base(inputs, class_logits, labels) + self.alpha * self.tau**2 * kl

@@ -1,0 +1,185 @@
+"""Shared fixtures that generate tiny datasets on disk in the real file formats.
+
+Tests never read /work/shared or /usr/share: they write a few images as IDX files (Fashion-MNIST) or
+CIFAR pickles into ``tmp_path`` and load them through the same code as the real data. The factories
+return the arrays they wrote, in the loaders' output convention (NHWC uint8, int64 labels), so a test
+can compare what comes back with what went in.
+"""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torchvision
+
+FASHIONMNIST_NAMES = {  # the published file names (also torchvision's and the Debian package's)
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+CIFAR_CLASSES = {"cifar10": torchvision.datasets.CIFAR10, "cifar100": torchvision.datasets.CIFAR100}
+
+
+def write_idx(path: Path, array: np.ndarray) -> None:
+    """Write a uint8 array as an IDX file: magic 0x0000 0x08 ndim, big-endian uint32 sizes, payload.
+    Gzipped when ``path`` ends in ``.gz``."""
+    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    payload = header + np.ascontiguousarray(array, dtype=np.uint8).tobytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(payload) if path.suffix == ".gz" else payload)
+
+
+def tiny_images(rng: np.random.Generator, count: int, side: int, channels: int) -> np.ndarray:
+    return rng.integers(0, 256, size=(count, side, side, channels), dtype=np.uint8)  # (N, H, W, C)
+
+
+def balanced_labels(count: int, num_classes: int) -> np.ndarray:
+    return (np.arange(count) % num_classes).astype(np.int64)
+
+
+@pytest.fixture
+def make_fashionmnist() -> Callable[..., dict[str, np.ndarray]]:
+    """Factory: write the four Fashion-MNIST IDX files into ``directory``; return the arrays written.
+
+    ``gz`` picks ``.gz`` or decompressed files; ``seed`` makes different copies distinguishable.
+    """
+
+    def make(directory: Path, gz: bool = True, n_train: int = 30, n_test: int = 10, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        arrays = {
+            "train_images": tiny_images(rng, n_train, 28, 1),
+            "train_labels": balanced_labels(n_train, 10),
+            "test_images": tiny_images(rng, n_test, 28, 1),
+            "test_labels": balanced_labels(n_test, 10),
+        }
+        for part, name in FASHIONMNIST_NAMES.items():
+            array = arrays[part][..., 0] if part.endswith("images") else arrays[part]  # IDX images: (N, 28, 28)
+            write_idx(directory / (name + ".gz" if gz else name), array)
+        return arrays
+
+    return make
+
+
+@pytest.fixture
+def fashionmnist_root(tmp_path: Path, make_fashionmnist) -> Path:
+    """A folder in torchvision's layout (``root/FashionMNIST/raw``) with 30 train / 10 test images."""
+    root = tmp_path / "fashionmnist"
+    make_fashionmnist(root / "FashionMNIST" / "raw", gz=False)
+    return root
+
+
+@pytest.fixture
+def make_cifar() -> Callable[..., dict[str, object]]:
+    """Factory: write CIFAR-10 or CIFAR-100 python pickles under ``root/<base_folder>``, in the release's
+    format (``data`` rows of 3072 bytes: red plane, green plane, blue plane, each 32×32 row-major).
+
+    Every batch file listed by torchvision gets ``per_file`` images. Returns the images (NHWC), labels
+    and class names written.
+    """
+
+    def make(root: Path, name: str, per_file: int = 4, seed: int = 0) -> dict[str, object]:
+        spec = CIFAR_CLASSES[name]
+        num_classes = 10 if name == "cifar10" else 100
+        folder = root / spec.base_folder
+        folder.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(seed)
+        written: dict[str, object] = {"class_names": tuple(f"class_{index}" for index in range(num_classes))}
+        for split, files in (("train", spec.train_list), ("test", spec.test_list)):
+            images = tiny_images(rng, per_file * len(files), 32, 3)
+            labels = rng.integers(0, num_classes, size=len(images)).astype(np.int64)
+            for index, (file, _md5) in enumerate(files):
+                part = slice(index * per_file, (index + 1) * per_file)
+                _dump(folder / file, _cifar_batch(name, images[part], labels[part]))
+            written[f"{split}_images"], written[f"{split}_labels"] = images, labels
+        _dump(folder / spec.meta["filename"], {spec.meta["key"]: list(written["class_names"])})
+        return written
+
+    return make
+
+
+@pytest.fixture
+def cifar10_root(tmp_path: Path, make_cifar) -> Path:
+    root = tmp_path / "cifar"
+    make_cifar(root, "cifar10")
+    return root
+
+
+@pytest.fixture
+def cifar100_root(tmp_path: Path, make_cifar) -> Path:
+    root = tmp_path / "cifar"
+    make_cifar(root, "cifar100")
+    return root
+
+
+def _cifar_batch(name: str, images: np.ndarray, labels: np.ndarray) -> dict[str, object]:
+    planes = images.transpose(0, 3, 1, 2)  # (N, 32, 32, 3) -> (N, 3, 32, 32)
+    rows = planes.reshape(len(images), 3 * 32 * 32)  # (N, 3, 32, 32) -> (N, 3072)
+    batch: dict[str, object] = {"data": rows, "filenames": [f"img_{i}.png" for i in range(len(images))]}
+    if name == "cifar10":
+        batch["labels"] = labels.tolist()
+    else:
+        batch["fine_labels"] = labels.tolist()
+        batch["coarse_labels"] = (labels % 20).tolist()  # 20 superclasses in the release; unused by the loader
+    return batch
+
+
+def _dump(path: Path, obj: object) -> None:
+    with path.open("wb") as file:
+        pickle.dump(obj, file, protocol=2)  # the release's pickles date from Python 2
+
+
+# --- the smoke study, run once per test session -----------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def copy_project(dest: Path) -> Path:
+    """A fresh git + DVC working copy of this project (tracked and untracked, not ignored, files)."""
+    import shutil
+    import subprocess
+
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = ROOT / rel
+        if src.is_file() and not rel.startswith(("reports/", "runs/", "data/")) and rel != "dvc.lock":
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    shutil.copytree(ROOT / ".dvc", dest / ".dvc", ignore=shutil.ignore_patterns("tmp", "cache"), dirs_exist_ok=True)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"]):
+        subprocess.run(["git", *args], cwd=dest, check=True, capture_output=True)
+    return dest
+
+
+def dvc(*args: str, cwd: Path, check: bool = True):
+    """Run ``dvc`` (from this interpreter's environment) in ``cwd``; return the completed process."""
+    import os
+    import subprocess
+    import sys
+
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    result = subprocess.run([str(Path(bin_dir) / "dvc"), *args], cwd=cwd, env=env, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"dvc {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+@pytest.fixture(scope="session")
+def smoke_study(tmp_path_factory) -> Path:
+    """A copy of the project with the smoke preset as params.yaml, after a full `dvc repro`."""
+    import shutil
+
+    project = copy_project(tmp_path_factory.mktemp("smoke"))
+    shutil.copy(ROOT / "configs" / "smoke.yaml", project / "params.yaml")
+    dvc("repro", cwd=project)
+    return project

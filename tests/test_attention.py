@@ -1,0 +1,246 @@
+"""Attention rollout and mean attention distance checked against direct computations written here."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from study.analysis.attention import (
+    attention_rollout,
+    cls_attention_maps,
+    cls_rollout_map,
+    mean_attention_distance,
+    patch_distances,
+    uniform_attention_distance,
+)
+from study.analysis.plots import (
+    attention_distance_plot,
+    attention_maps_figure,
+    attention_maps_frame,
+    model_colour,
+    save_figure,
+)
+from study.errors import StudyError
+
+
+def random_attention(generator: torch.Generator, batch: int, heads: int, tokens: int) -> torch.Tensor:
+    logits = 2.0 * torch.randn(batch, heads, tokens, tokens, generator=generator, dtype=torch.float64)
+    return logits.softmax(dim=-1)
+
+
+@pytest.fixture
+def generator() -> torch.Generator:
+    return torch.Generator().manual_seed(0)
+
+
+def direct_rollout(layers: list[np.ndarray], fuse) -> np.ndarray:
+    """Rollout of one image with numpy and explicit per-row normalisation, Â_L ⋯ Â_1."""
+    residuals = []
+    for attn in layers:  # attn: (heads, T, T)
+        fused = fuse(attn, axis=0)
+        a_hat = 0.5 * fused + 0.5 * np.eye(len(fused))
+        for i in range(len(a_hat)):
+            a_hat[i] = a_hat[i] / a_hat[i].sum()
+        residuals.append(a_hat)
+    return functools.reduce(lambda acc, a_hat: a_hat @ acc, residuals)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rollout
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fusion, fuse", [("mean", np.mean), ("max", np.max), ("min", np.min)])
+def test_rollout_matches_direct_product_and_rows_sum_to_one(generator, fusion, fuse):
+    layers = [random_attention(generator, 2, 3, 6) for _ in range(4)]
+    rollout = attention_rollout(layers, head_fusion=fusion)
+    assert rollout.shape == (2, 6, 6)
+    torch.testing.assert_close(rollout.sum(-1), torch.ones(2, 6, dtype=torch.float64))
+    for b in range(2):
+        expected = direct_rollout([layer[b].numpy() for layer in layers], fuse)
+        np.testing.assert_allclose(rollout[b].numpy(), expected, atol=1e-12)
+
+
+def test_rollout_multiplies_later_layers_on_the_left(generator):
+    first, second = random_attention(generator, 1, 1, 5), random_attention(generator, 1, 1, 5)
+    step = lambda a: 0.5 * a[0, 0] + 0.5 * torch.eye(5, dtype=torch.float64)  # rows already sum to 1
+    rollout = attention_rollout([first, second])[0]
+    torch.testing.assert_close(rollout, step(second) @ step(first))
+    assert not torch.allclose(rollout, step(first) @ step(second))
+
+
+def test_rollout_of_identity_attention_is_identity():
+    eye = torch.eye(7).expand(3, 4, 7, 7)  # (B, heads, T, T)
+    torch.testing.assert_close(attention_rollout([eye] * 5), torch.eye(7).expand(3, 7, 7))
+
+
+def test_head_fusion_modes_on_a_hand_example():
+    # Two heads, two tokens: head 0 attends to itself, head 1 to the other token.
+    attn = torch.tensor([[[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]]]])  # (1, 2, 2, 2)
+    mean = attention_rollout([attn], "mean")[0]  # fused = all 0.5 -> Â = [[.75, .25], [.25, .75]]
+    torch.testing.assert_close(mean, torch.tensor([[0.75, 0.25], [0.25, 0.75]]))
+    maxed = attention_rollout([attn], "max")[0]  # fused = ones -> 0.5·1 + 0.5·I -> rows [1, .5]/1.5
+    torch.testing.assert_close(maxed, torch.tensor([[2 / 3, 1 / 3], [1 / 3, 2 / 3]]))
+    minned = attention_rollout([attn], "min")[0]  # fused = zeros -> identity
+    torch.testing.assert_close(minned, torch.eye(2))
+
+
+def test_discard_ratio_zeroes_lowest_non_class_weights_per_row():
+    # One head, T = 5; ratio 0.5 discards floor(0.5·4) = 2 of the columns 1..4 in every row.
+    row = torch.tensor([0.01, 0.30, 0.05, 0.40, 0.24])  # class column is the smallest but is kept
+    attn = row.expand(1, 1, 5, 5).clone()
+    rollout = attention_rollout([attn], discard_ratio=0.5)[0]
+    kept = torch.tensor([0.01, 0.30, 0.0, 0.40, 0.0])
+    for i in range(5):
+        expected = 0.5 * kept + 0.5 * torch.eye(5)[i]
+        torch.testing.assert_close(rollout[i], expected / expected.sum())
+    torch.testing.assert_close(attention_rollout([attn], discard_ratio=0.0), attention_rollout([attn]))
+
+
+def test_rollout_keeps_input_dtype_and_rejects_bad_input(generator):
+    layers = [random_attention(generator, 1, 2, 5).float() for _ in range(2)]
+    assert attention_rollout(layers).dtype == torch.float32
+    with pytest.raises(StudyError, match="head_fusion"):
+        attention_rollout(layers, head_fusion="sum")
+    with pytest.raises(StudyError, match="at least one"):
+        attention_rollout([])
+    with pytest.raises(StudyError, match="discard_ratio"):
+        attention_rollout(layers, discard_ratio=1.0)
+    with pytest.raises(StudyError, match="layer 1"):
+        attention_rollout([layers[0], layers[1][:, :, :4, :4]])
+
+
+def test_cls_maps_read_prefix_rows_in_row_major_order(generator):
+    # DeiT layout: 2 prefix tokens + a 2×3 grid = 8 tokens.
+    rollout = attention_rollout([random_attention(generator, 2, 3, 8)])
+    cls_map = cls_rollout_map(rollout, num_prefix_tokens=2, grid_size=(2, 3))
+    dist_map = cls_rollout_map(rollout, num_prefix_tokens=2, grid_size=(2, 3), token_index=1)
+    assert cls_map.shape == (2, 2, 3)
+    for r, c in itertools.product(range(2), range(3)):
+        assert cls_map[1, r, c] == rollout[1, 0, 2 + 3 * r + c]
+        assert dist_map[1, r, c] == rollout[1, 1, 2 + 3 * r + c]
+    attn = random_attention(generator, 2, 3, 8)
+    heads = cls_attention_maps(attn, num_prefix_tokens=2, grid_size=(2, 3))
+    assert heads.shape == (2, 3, 2, 3) and heads[1, 2, 1, 0] == attn[1, 2, 0, 2 + 3]
+    with pytest.raises(StudyError, match="prefix"):
+        cls_rollout_map(rollout, num_prefix_tokens=1, grid_size=(2, 3))
+    with pytest.raises(StudyError, match="token_index"):
+        cls_rollout_map(rollout, num_prefix_tokens=2, grid_size=(2, 3), token_index=2)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Mean attention distance
+# ---------------------------------------------------------------------------------------------------
+
+
+def brute_force_mean_distance(grid_size: tuple[int, int], patch_size: int) -> float:
+    gh, gw = grid_size
+    centres = [(r * patch_size, c * patch_size) for r in range(gh) for c in range(gw)]
+    return float(np.mean([math.dist(a, b) for a in centres for b in centres]))
+
+
+@pytest.mark.parametrize("grid_size, patch_size", [((1, 1), 16), ((2, 2), 4), ((3, 5), 7), ((8, 8), 4)])
+def test_uniform_attention_distance_closed_form(grid_size, patch_size):
+    assert uniform_attention_distance(grid_size, patch_size) == pytest.approx(
+        brute_force_mean_distance(grid_size, patch_size), rel=1e-12
+    )
+
+
+def test_uniform_attention_distance_on_2x2_grid():
+    # Each patch: itself 0, two neighbours at 4 px, one diagonal at 4√2 px.
+    assert uniform_attention_distance((2, 2), 4) == pytest.approx(2 + math.sqrt(2))
+
+
+def test_uniform_attention_gives_the_closed_form_even_with_class_token_weight():
+    tokens = 1 + 3 * 4
+    attn = torch.full((2, 3, tokens, tokens), 1.0 / tokens)  # prefix gets its share too
+    distance = mean_attention_distance(attn, (3, 4), patch_size=4, num_prefix_tokens=1)
+    assert distance.shape == (3,)
+    torch.testing.assert_close(
+        distance, torch.full((3,), uniform_attention_distance((3, 4), 4), dtype=torch.float64)
+    )
+
+
+def test_attention_to_self_only_gives_zero():
+    eye = torch.eye(2 + 16).expand(3, 2, 18, 18)
+    assert torch.all(mean_attention_distance(eye, (4, 4), patch_size=8, num_prefix_tokens=2) == 0)
+
+
+def test_hand_made_2x2_example():
+    # Tokens [cls, p00, p01, p10, p11], patch size 4.
+    # Head 0: each patch gives cls 0.2, itself 0.4, the diagonally opposite patch 0.4 -> after dropping
+    #         cls and renormalising: 0.5 · 0 + 0.5 · 4√2 = 2√2.
+    # Head 1: each patch attends only to its horizontal neighbour: 4.
+    opposite = {0: 3, 1: 2, 2: 1, 3: 0}
+    horizontal = {0: 1, 1: 0, 2: 3, 3: 2}
+    attn = torch.zeros(1, 2, 5, 5)
+    attn[0, :, 0, 0] = 1.0  # the class token's own row is never a query
+    for p in range(4):
+        attn[0, 0, 1 + p, 0] = 0.2
+        attn[0, 0, 1 + p, 1 + p] = 0.4
+        attn[0, 0, 1 + p, 1 + opposite[p]] = 0.4
+        attn[0, 1, 1 + p, 1 + horizontal[p]] = 1.0
+    distance = mean_attention_distance(attn, (2, 2), patch_size=4, num_prefix_tokens=1)
+    torch.testing.assert_close(distance, torch.tensor([2 * math.sqrt(2), 4.0], dtype=torch.float64))
+
+
+def test_per_image_values_average_to_the_overall_value(generator):
+    attn = random_attention(generator, 4, 3, 1 + 9)
+    per_image = mean_attention_distance(attn, (3, 3), 2, 1, per_image=True)
+    assert per_image.shape == (4, 3)
+    torch.testing.assert_close(per_image.mean(0), mean_attention_distance(attn, (3, 3), 2, 1))
+
+
+def test_patch_distances_are_pixel_distances_between_centres():
+    d = patch_distances((2, 3), patch_size=5)  # patches row-major: index = 3·row + col
+    assert d[0, 2] == pytest.approx(10.0) and d[0, 3] == pytest.approx(5.0)
+    assert d[0, 5] == pytest.approx(math.hypot(5, 10))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Attention figures (smoke tests)
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_model_colours_are_fixed_per_family():
+    assert model_colour("vit_tiny") == model_colour("ViT-S")
+    assert model_colour("deit_tiny_distilled") != model_colour("vit_tiny")
+    assert model_colour("resnet18") != model_colour("vit_tiny")
+    assert model_colour("convnext") == model_colour("mystery")
+
+
+def test_attention_figures_render_and_save(tmp_path, generator):
+    data = pd.DataFrame(
+        [
+            {"model": m, "fraction": f, "layer": layer, "head": h, "distance": 3.0 * layer + h,
+             "uniform": uniform_attention_distance((8, 8), 4)}
+            for m in ("vit", "deit") for f in (0.1, 1.0) for layer in range(12) for h in range(3)
+        ]
+    )
+    fig = attention_distance_plot(data)
+    assert len(fig.axes) == 4
+    assert all(len(ax.lines) == 1 for ax in fig.axes)  # the uniform-attention reference line
+    vit_only = data[data["model"] == "vit"].drop(columns=["model", "fraction", "uniform"])
+    single = attention_distance_plot(vit_only, reference=12.0)
+    assert single.axes[0].lines[0].get_ydata()[0] == 12.0
+
+    attn = random_attention(generator, 2, 3, 1 + 16).float()
+    heads = cls_attention_maps(attn, 1, (4, 4)).numpy()
+    rollout = cls_rollout_map(attention_rollout([attn, attn]), 1, (4, 4)).numpy()
+    images = torch.rand(2, 3, 16, 16, generator=generator).numpy()  # (N, C, H, W)
+    maps = attention_maps_figure(images, heads, rollout, ["cat", "ship"])
+    assert len(maps.axes) == 2 * (3 + 2)
+    frame = attention_maps_frame(heads, rollout, ["cat", "ship"])
+    assert len(frame) == 2 * 4 * 16
+    paths = save_figure(maps, tmp_path / "maps", frame)
+    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
+    grey = attention_maps_figure(images[:, :1], heads, rollout, ["cat", "ship"])  # (N, 1, H, W)
+    assert len(grey.axes) == 10
+    with pytest.raises(StudyError, match="titles"):
+        attention_maps_figure(images, heads, rollout, ["cat"])

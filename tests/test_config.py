@@ -1,0 +1,113 @@
+"""Every class of bad parameter is rejected at the edge with one clear line, before any work."""
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from study.config import load_params, parse_params
+from study.errors import StudyError
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+
+
+def with_change(path: str, value):
+    """The smoke params with ``path`` (dotted) set to ``value``; value ``...`` deletes the key."""
+    raw = copy.deepcopy(SMOKE)
+    *parents, leaf = path.split(".")
+    node = raw
+    for key in parents:
+        node = node[key]
+    if value is ...:
+        del node[leaf]
+    else:
+        node[leaf] = value
+    return raw
+
+
+def test_presets_and_default_params_are_valid():
+    for path in [ROOT / "params.yaml", *sorted((ROOT / "configs").glob("*.yaml"))]:
+        params = load_params(path)
+        assert 1.0 in params.fractions
+        assert params.trained_models[-1] == params.distill.student
+
+
+@pytest.mark.parametrize(
+    "path, value, expected",
+    [
+        ("data.colour", "red", "unknown key 'data.colour'"),
+        ("budget.epochs", "three", "budget.epochs = 'three'"),
+        ("budget.batch_size", 32.5, "budget.batch_size = 32.5"),
+        ("train.compile", 1, "train.compile = 1"),
+        ("fractions", [0.1, 1.5, 1.0], "fractions[1] = 1.5: fractions must lie in (0, 1]"),
+        ("fractions", [0.0, 1.0], "fractions[0] = 0.0"),
+        ("fractions", [0.1, 0.1, 1.0], "duplicate value(s) [0.1]"),
+        ("fractions", [], "fractions = []"),
+        ("fractions", [0.1, 1], "write fractions as decimals"),
+        ("fractions", [0.1, 0.5], "include 1.0"),
+        ("seeds", [0, 0], "seeds = [0, 0]: duplicate"),
+        ("seeds", [], "seeds = []"),
+        ("seeds", [-1], "non-negative"),
+        ("data.dataset", "mnist", "data.dataset = 'mnist'"),
+        ("models.vit.arch", "vitt", "models.vit.arch = 'vitt': unknown model"),
+        ("models.vit.arch", "timm:not_a_model", "timm has no such model"),
+        ("budget.epochs", -1.0, "budget.epochs = -1.0"),
+        ("budget.min_steps", -5, "budget.min_steps = -5"),
+        ("models.vit.lr", 0.0, "models.vit.lr = 0.0"),
+        ("baselines", ["resnet", "convnext"], "baselines: 'convnext' has no entry under models"),
+        ("distill.teacher", "deit", "distill.teacher = 'deit' must be one of baselines"),
+        ("data.val_fraction", 1.0, "data.val_fraction = 1.0"),
+        ("data", ..., "missing key 'data'"),
+        ("analysis.seed", 7, "analysis.seed = 7"),
+    ],
+)
+def test_bad_params_give_one_line_errors(path, value, expected):
+    with pytest.raises(StudyError) as err:
+        parse_params(with_change(path, value), source="params.yaml")
+    message = str(err.value)
+    assert expected in message
+    assert "\n" not in message and message.startswith("params.yaml: ")
+
+
+def test_params_are_frozen():
+    params = parse_params(SMOKE)
+    with pytest.raises(Exception):
+        params.budget.epochs = 9.0
+
+
+def test_cli_rejects_bad_params_without_traceback_or_output(tmp_path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text(yaml.safe_dump(with_change("fractions", [0.1, 2.0, 1.0])))
+    out = tmp_path / "prepared"
+    result = subprocess.run(
+        [sys.executable, "-m", "study", "prepare", "--params", str(bad), "--out", str(out)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: params.yaml: fractions[1] = 2.0: fractions must lie in (0, 1]".replace(
+        "params.yaml", str(bad)
+    )
+    assert "Traceback" not in result.stderr
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
+
+
+def test_cli_reports_yaml_syntax_and_missing_file(tmp_path):
+    broken = tmp_path / "p.yaml"
+    broken.write_text("data: [unclosed\n")
+    for path, expected in [(broken, "not valid YAML"), (tmp_path / "nope.yaml", "no such parameters file")]:
+        result = subprocess.run([sys.executable, "-m", "study", "check", "--params", str(path)], capture_output=True, text=True)
+        assert result.returncode == 2 and expected in result.stderr and "Traceback" not in result.stderr
+
+
+def test_config_knows_every_registered_dataset():
+    from typing import get_args, get_type_hints
+
+    from study.config import INPUT_SHAPES, NUM_CLASSES, DataParams
+    from study.data.datasets import DATASETS
+
+    allowed = get_args(get_type_hints(DataParams)["dataset"])
+    assert set(allowed) == set(INPUT_SHAPES) == set(NUM_CLASSES) == set(DATASETS)
