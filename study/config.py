@@ -174,9 +174,11 @@ def _first_error(err: ValidationError, source: str) -> str:
     key = ".".join(str(part) for part in first["loc"]) or "(top level)"
     if first["type"] == "unexpected_keyword_argument":
         return f"{source}: unknown key '{key}'; remove it or check its spelling"
-    if first["type"] == "missing_argument":
-        return f"{source}: missing key '{key}'"
-    return f"{source}: {key} = {first.get('input')!r}: {first['msg']}"
+    if first["type"] in ("missing", "missing_argument", "missing_keyword_argument"):
+        return f"{source}: missing key '{key}'; add it (see configs/smoke.yaml for a complete file)"
+    value = repr(first.get("input"))
+    value = value if len(value) <= 60 else value[:57] + "..."
+    return f"{source}: {key} = {value}: {first['msg']}"
 
 
 def _check_fraction_spelling(raw: dict, source: str) -> None:

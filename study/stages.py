@@ -51,6 +51,8 @@ def train(
     params: Params, model_name: str, fraction: float, seed: int, prepared: Path, subset: Path,
     validation: Path, teacher: Path | None, checkpoint: Path, metrics: Path, history: Path, resume: Path,
 ) -> str:
+    import torch
+
     from study import runtime
     from study.data.prepared import read_prepared
     from study.data.subsets import read_subset
@@ -90,6 +92,8 @@ def train(
         if teacher is None:
             raise StudyError(f"--model {model_name} is distilled: pass --teacher <path of the teacher's model.pt>")
         teacher_model, teacher_spec = load_trained(teacher, device)
+        if not hasattr(teacher_model, "num_prefix_tokens"):  # a CNN teacher: NHWC convolutions are faster
+            teacher_model = teacher_model.to(memory_format=torch.channels_last)
         if (teacher_spec["fraction"], teacher_spec["seed"]) != (fraction, seed):
             raise StudyError(
                 f"{teacher}: teacher trained at fraction {teacher_spec['fraction']}, seed {teacher_spec['seed']}; "
@@ -113,7 +117,7 @@ def train(
         validation=(data.train_images[val_idx], data.train_labels[val_idx]),
         test=(data.test_images, data.test_labels),
         seed=seed, crop_padding=aug.crop_padding, hflip=aug.hflip, device=device, loss_fn=loss_fn,
-        channels_last=is_cnn and device.type == "cuda", compile_model=params.train.compile,
+        channels_last=is_cnn, compile_model=params.train.compile,
         eval_batch_size=params.train.eval_batch_size, checkpoint_every=params.train.checkpoint_every,
         fingerprint=fingerprint, paths=RunPaths(checkpoint, metrics, history, resume),
         label=f"{model_name} f={fraction} s={seed}",
