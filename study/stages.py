@@ -54,7 +54,7 @@ def train(
     import torch
 
     from study import runtime
-    from study.data.prepared import read_prepared
+    from study.data.prepared import read_prepared, sha256
     from study.data.subsets import read_subset
     from study.models import build_model
     from study.models.cost import count_parameters, forward_flops
@@ -107,8 +107,8 @@ def train(
     recipe = Recipe(**{k: getattr(recipe_params, k) for k in Recipe.__dataclass_fields__})
     aug = params.train.augment
     fingerprint = run_fingerprint(
-        spec=spec, recipe=recipe, budget=budget.as_dict(), augment=aug, subset=train_idx.tolist()[:50],
-        n=len(train_idx), device=device.type, compile=params.train.compile,
+        spec=spec, recipe=recipe, budget=budget.as_dict(), augment=aug, device=device.type,
+        compile=params.train.compile, subset=sha256(train_idx), validation=sha256(val_idx),
     )
     is_cnn = not hasattr(model, "num_prefix_tokens")
     metrics_out = train_run(
