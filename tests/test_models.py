@@ -26,6 +26,16 @@ SMALL_VIT = dict(patch_size=7, embed_dim=32, depth=2, num_heads=2)
 SHAPES = [(28, 1), (32, 3), (8, 1)]  # (image side, channels)
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Run on one intra-op thread: on a busy 2-core CI box, two OpenMP threads waiting at barriers for a
+    stolen core made the training tests 20x slower; one thread keeps this file's time predictable."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 def _randomize(model: torch.nn.Module, seed: int = 0) -> None:
     """Non-zero random weights everywhere (also biases, norms, tokens), so parity is not trivially zero."""
     generator = torch.Generator().manual_seed(seed)

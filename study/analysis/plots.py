@@ -24,6 +24,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from study.errors import StudyError
 from study.io import atomic_path
@@ -301,8 +302,8 @@ def attention_distance_plot(df: pd.DataFrame, reference: float | None = None) ->
                     subset = subset[subset["fraction"] == fraction]
                 jitter = rng.uniform(-0.15, 0.15, len(subset))
                 colour = model_colour(str(model)) if model is not None else FALLBACK_COLOUR
-                ax.scatter(subset["layer"] + jitter, subset["distance"], s=6, color=colour,
-                           alpha=0.8, linewidths=0)
+                ax.scatter(subset["layer"] + jitter, subset["distance"], s=14, color=colour,
+                           alpha=0.85, linewidths=0.3, edgecolors="white")
                 line = subset["uniform"].iloc[0] if "uniform" in subset and len(subset) else reference
                 if line is not None:
                     ax.axhline(line, color="0.3", linestyle="--", linewidth=0.8)
@@ -321,6 +322,7 @@ def attention_distance_plot(df: pd.DataFrame, reference: float | None = None) ->
                 if c == 0:
                     ax.set_ylabel("Mean attention\ndistance (px)")
         axes[0, 0].set_ylim(bottom=0)
+        axes[0, 0].xaxis.set_major_locator(MaxNLocator(integer=True))  # layers are whole numbers
         fig.canvas.draw()
     return fig
 

@@ -20,7 +20,7 @@ def _git(*args: str) -> str | None:
         out = subprocess.run(["git", *args], capture_output=True, text=True, check=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip()
+    return out.stdout.rstrip("\n")  # not strip(): porcelain lines start with a meaningful space
 
 
 def code_state() -> dict:
