@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import timm
 import torch
 from torch import Tensor, nn
 
@@ -85,6 +84,8 @@ def _first_line(error: BaseException) -> str:
 def _build_timm(model_name: str, num_classes: int, image_size: int, in_chans: int,
                 overrides: dict[str, Any]) -> nn.Module:
     """``timm.create_model`` without weights; refuse, in one line, what timm cannot build or run."""
+    import timm  # imported here: only `timm:` models need it, and it slows every process's start
+
     if not timm.is_model(model_name):
         raise StudyError(f"unknown timm model {model_name!r}; see timm.list_models() for valid names")
     reserved = sorted(set(overrides) & (_SIZE_ARGUMENTS | {"pretrained"}))

@@ -15,7 +15,7 @@ dist_logits)``. :meth:`forward_heads` always returns both, so each head can be s
 from __future__ import annotations
 
 import torch
-from timm.layers import trunc_normal_
+from torch.nn.init import trunc_normal_
 from torch import Tensor, nn
 
 from study.errors import StudyError

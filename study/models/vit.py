@@ -24,10 +24,26 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from timm.layers import DropPath, to_2tuple, trunc_normal_
+from torch.nn.init import trunc_normal_  # the same truncated normal as timm.layers.trunc_normal_
+from torchvision.ops import StochasticDepth
 from torch import Tensor, nn
 
 from study.errors import StudyError
+
+
+
+def DropPath(rate: float) -> nn.Module:  # noqa: N802 (timm's name for it)
+    """timm's ``DropPath``: drop a sample's whole residual branch, scale survivors by 1/(1−rate).
+
+    torchvision's ``StochasticDepth(mode="row")`` is exactly that; using it keeps timm, and its import
+    time, out of every training process.
+    """
+    return StochasticDepth(rate, mode="row")
+
+
+def to_2tuple(value: int | tuple[int, int]) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else tuple(value)
+
 
 # timm and the original JAX ViT use LayerNorm eps=1e-6 (PyTorch's default is 1e-5); matching it is part
 # of the 1e-5 logit parity with timm.
