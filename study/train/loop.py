@@ -34,7 +34,7 @@ from study.train.schedule import lr_at
 _NO_DECAY_NAMES = ("cls_token", "dist_token", "pos_embed")
 # Validation evaluations per run, at most: enough for a coarse learning curve; each costs a pass over
 # the validation split, which would dominate the short runs of the small fractions if done every epoch.
-_HISTORY_POINTS = 3
+_HISTORY_POINTS = 2
 
 
 @dataclass(frozen=True)
