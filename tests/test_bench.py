@@ -1,0 +1,140 @@
+"""The speed benchmark in CI size: tiny models on 8×8 images, 2 timed steps, no DataLoader workers.
+
+What must hold whatever the machine's speed: every model gets a study row and a usual row, throughputs
+are positive, MFU is a fraction of a measured peak, FLOPs are the model's own, the speed-up is the ratio
+of the two throughputs, and the CSV on disk is the table printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import timm.models.vision_transformer
+import torch
+import yaml
+
+from study.bench import (STUDY, USUAL, Shape, measure_peak_flops, study_step, synthetic_data,
+                         usual_model, with_speedups)
+from study.cli import main
+from study.models import build_model
+from study.models.cost import count_parameters, forward_flops
+from study.train.loop import Recipe
+from study.train.losses import LabelLoss
+
+TINY_VIT = {"patch_size": 4, "embed_dim": 16, "depth": 1, "num_heads": 2, "mlp_ratio": 2.0}
+TINY_PARAMS = {
+    "data": {"dataset": "digits"},  # 8×8×1, 10 classes: the smallest shape the study knows
+    "fractions": [1.0],
+    "seeds": [0],
+    "baselines": ["resnet", "vit"],
+    "distill": {"student": "deit", "teacher": "resnet", "kind": "hard"},
+    "models": {
+        "resnet": {"arch": "resnet8", "arch_args": {"width": 4}, "optimizer": "sgd", "lr": 0.1},
+        "vit": {"arch": "vit", "arch_args": TINY_VIT, "grad_clip": 1.0},
+        "deit": {"arch": "deit", "arch_args": TINY_VIT},
+    },
+    "budget": {"batch_size": 8},
+    "train": {"augment": {"crop_padding": 1, "hflip": True}},
+}
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory) -> tuple[int, str, pd.DataFrame, Path]:
+    """`study bench` on the tiny study once: (exit status, stdout, CSV table, folder)."""
+    folder = tmp_path_factory.mktemp("bench")
+    (folder / "params.yaml").write_text(yaml.safe_dump(TINY_PARAMS))
+    out = folder / "out" / "bench.csv"
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        status = main(["bench", "--params", str(folder / "params.yaml"), "--steps", "2", "--warmup-steps", "1",
+                       "--repeats", "1", "--workers", "0", "--images", "16", "--out", str(out)])
+    return status, stdout.getvalue(), pd.read_csv(out), folder
+
+
+def test_every_model_has_a_study_and_a_usual_row(bench_run):
+    status, printed, table, _ = bench_run
+    assert status == 0
+    assert sorted(table["model"].unique()) == ["deit", "resnet", "vit"]
+    for _, rows in table.groupby("model"):
+        assert sorted(rows["path"]) == [STUDY, USUAL]
+        assert rows.loc[rows["path"] == USUAL, "workers"].tolist() == [0]
+    for name in ("resnet", "vit", "deit"):
+        assert f"{name} " in printed
+    assert printed.strip().splitlines()[-1].startswith("bench: ")
+
+
+def test_throughput_memory_and_mfu_are_sane(bench_run):
+    _, _, table, _ = bench_run
+    assert (table["images_per_s"] > 0).all()
+    assert table["ms_per_step"].to_numpy() == pytest.approx(1000 * 8 / table["images_per_s"].to_numpy())
+    assert (table["peak_mem_mib"] > 0).all()
+    assert ((table["mfu"] > 0) & (table["mfu"] <= 1)).all()
+    achieved = table["train_gflop_per_image"] * table["images_per_s"]
+    assert table["mfu"].to_numpy() == pytest.approx((achieved / table["peak_gflop_s"]).to_numpy())
+    assert set(table["peak_dtype"]) == {"float32"}  # CPU: the peak is a float32 matmul
+
+
+def test_speedup_is_study_over_usual(bench_run):
+    _, _, table, _ = bench_run
+    for _, rows in table.groupby("model"):
+        study = rows.loc[rows["path"] == STUDY, "images_per_s"].item()
+        usual = rows.loc[rows["path"] == USUAL, "images_per_s"].item()
+        assert rows["speedup"].to_numpy() == pytest.approx([study / usual] * 2)
+
+
+def test_train_flops_are_three_forwards_plus_the_teacher(bench_run):
+    _, _, table, _ = bench_run
+    vit = build_model("vit", 10, 8, 1, **TINY_VIT)
+    deit = build_model("deit", 10, 8, 1, **TINY_VIT)
+    teacher = build_model("resnet8", 10, 8, 1, width=4)
+    per_image = table.groupby("model")["train_gflop_per_image"].unique()
+    assert per_image["vit"] == pytest.approx([3 * forward_flops(vit, 8, 1) / 1e9])
+    expected_deit = 3 * forward_flops(deit, 8, 1) + forward_flops(teacher, 8, 1)
+    assert per_image["deit"] == pytest.approx([expected_deit / 1e9])
+
+
+def test_speedup_of_several_worker_counts_uses_the_fastest_usual_row():
+    rows = [{"model": "m", "path": STUDY, "images_per_s": 300.0},
+            {"model": "m", "path": USUAL, "images_per_s": 100.0},
+            {"model": "m", "path": USUAL, "images_per_s": 150.0}]
+    assert with_speedups(rows)["speedup"].tolist() == pytest.approx([2.0, 3.0, 2.0])
+
+
+def test_usual_models_are_the_same_architecture():
+    shape = Shape(8, 1, 10)
+    for arch, args, library_class in [("vit", TINY_VIT, timm.models.vision_transformer.VisionTransformer),
+                                      ("resnet18", {}, torch.nn.Module)]:
+        ours = build_model(arch, 10, 8, 1, **args)
+        theirs, description = usual_model(arch, shape, args)
+        assert isinstance(theirs, library_class) and type(theirs) is not type(ours), description
+        assert count_parameters(theirs) == count_parameters(ours)
+        assert forward_flops(theirs, 8, 1) == forward_flops(ours, 8, 1)
+
+
+def test_study_step_trains_the_model():
+    shape = Shape(8, 1, 10)
+    images, labels = synthetic_data(16, shape)
+    model = build_model("resnet8", 10, 8, 1, width=4)
+    before = [p.detach().clone() for p in model.parameters()]
+    recipe = Recipe("sgd", 0.1, 5e-4, 0.9, 0.999, 0.0, 0.0, 0.0)
+    step = study_step(model, LabelLoss(), recipe, images, labels, batch_size=8, total_steps=2, crop_padding=1,
+                      hflip=True, device=torch.device("cpu"), compile_model=False)
+    step()
+    step()
+    assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()) if a.ndim > 1)
+
+
+def test_peak_is_a_positive_float32_rate_on_cpu():
+    flops, dtype = measure_peak_flops(torch.device("cpu"), size=256, repeats=2)
+    assert dtype == "float32" and flops > 1e8  # any CPU of this century does 0.1 GFLOP/s
+
+
+def test_unknown_model_key_is_a_one_line_error(bench_run, capsys):
+    _, _, _, folder = bench_run
+    assert main(["bench", "--params", str(folder / "params.yaml"), "--model", "nope"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: --model nope") and "\n" not in error
