@@ -6,7 +6,7 @@ the same process on the same synthetic data. Per model, two paths:
 
 * ``study`` — the step of :func:`study.train.loop.train_run`: the split resident on the device as uint8
   (:class:`DeviceSplit`), :class:`BatchOrder` indices, batched :func:`augment` + :func:`normalise` on the
-  device, :func:`make_optimizer` (fused on GPU), bf16 autocast and channels_last (CNNs) on GPU only,
+  device, :func:`make_optimizer` (fused on GPU), bf16 autocast and channels_last for CNNs,
   optional ``torch.compile``, the study's loss, and no host sync inside the step on GPU.
 * ``usual`` — the same architecture built the common way (see :func:`usual_model`), fed by a
   ``DataLoader`` over PIL images with per-image torchvision transforms, ``non_blocking`` copies from pinned
@@ -219,7 +219,7 @@ def study_step(model: nn.Module, loss_fn: nn.Module, recipe: Recipe, images: np.
     ``model`` and ``loss_fn`` must already be on ``device``.
     """
     on_gpu = device.type == "cuda"
-    channels_last = on_gpu and not _is_transformer(model)  # as study.stages.train chooses
+    channels_last = not _is_transformer(model)  # as study.stages.train chooses, on every device
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
     if channels_last:
         model.to(memory_format=torch.channels_last)
@@ -397,7 +397,7 @@ def bench_model(spec: BenchModel, shape: Shape, images: np.ndarray, labels: np.n
     timing = _measure(lambda: study_step(model, loss_fn, recipe, images, labels, batch_size, total_steps,
                                          crop_padding, hflip, device, compile_model),
                       warmup_steps, steps, repeats, device)
-    layout = ", channels_last" if on_gpu and not _is_transformer(model) else ""
+    layout = ", channels_last" if not _is_transformer(model) else ""
     rows.append(_row(spec, STUDY, None, f"study {type(model).__name__}" + (", compiled" if compile_model else ""),
                      "device-resident uint8, batched augment", precision + layout, timing, batch_size, steps,
                      flops, peak_flops, peak_dtype, device))
