@@ -91,7 +91,9 @@ class TrainParams:
     compile: StrictBool = False
     threads: StrictInt = Field(default=0, ge=0)  # torch intra-op threads; 0 = torch's default
     deterministic: StrictBool = True
-    eval_batch_size: StrictInt = Field(default=1000, gt=0)
+    # Small batches evaluate fastest on CPU (cache-resident activations: ResNet-8 scored 1.7x more images
+    # per second at 128 than at 256 on the 2-core CPU); GPU presets set thousands.
+    eval_batch_size: StrictInt = Field(default=128, gt=0)
     checkpoint_every: StrictInt = Field(default=200, gt=0)  # optimiser steps between resume points
     augment: AugmentParams = AugmentParams()
 

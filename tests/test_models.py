@@ -115,6 +115,11 @@ def test_deit_refuses_average_pooling():
         build_model("deit", 10, 28, 1, global_pool="avg")
 
 
+def _set_fused_attn(model, fused: bool | None) -> None:
+    for block in model.blocks:
+        block.attn.fused_attn = fused
+
+
 @pytest.mark.parametrize("name", ["vit", "deit"])
 def test_explicit_attention_path_matches_fused_forward(name):
     model = build_model(name, 10, 28, 1, **SMALL_VIT)
@@ -122,9 +127,13 @@ def test_explicit_attention_path_matches_fused_forward(name):
     model.eval()
     x = _images(1, 28)
     with torch.no_grad():
+        default = model(x)  # on CPU: explicit attention (Attention.fused_attn is None)
+        _set_fused_attn(model, True)
         fused = model(x)
+        _set_fused_attn(model, None)
         explicit, attentions = model.forward_with_attention(x)
         tokens = model.representations(x)
+    torch.testing.assert_close(default, fused, atol=1e-5, rtol=0)
     torch.testing.assert_close(explicit, fused, atol=1e-5, rtol=0)
     prefix = model.num_prefix_tokens
     num_tokens = model.patch_embed.num_patches + prefix  # 16 patches + prefix
@@ -294,6 +303,8 @@ def test_forward_flops_count_attention_on_cpu():
                  + 2 * tokens * dim * dim  # output projection
                  + 2 * 2 * tokens * dim * 4 * dim)  # MLP (ratio 4)
     closed_form = 2 * patches * dim * 49 + depth * per_block + 2 * dim * 10  # patch conv, blocks, head
+    assert forward_flops(model, 28, 1) == closed_form  # explicit attention: two batched matmuls
+    _set_fused_attn(model, True)  # the CPU flash-attention kernel, which PyTorch's counter lacks
     assert forward_flops(model, 28, 1) == closed_form
     # a CNN's convolutions are counted too, and training mode is restored afterwards
     resnet = build_model("resnet8", 10, 28, 1)

@@ -57,8 +57,10 @@ class BatchOrder:
 
 def channel_stats(images: np.ndarray) -> tuple[list[float], list[float]]:
     """Per-channel mean and std of uint8 images (N, H, W, C), on the 0-1 scale."""
-    x = images.reshape(-1, images.shape[-1]).astype(np.float64) / 255.0  # (N*H*W, C)
-    return x.mean(axis=0).tolist(), np.maximum(x.std(axis=0), 1e-3).tolist()
+    pixels = images.reshape(-1, images.shape[-1])  # (N*H*W, C), still uint8: no float copy of the data
+    mean = pixels.mean(axis=0, dtype=np.float64) / 255.0
+    std = pixels.std(axis=0, dtype=np.float64) / 255.0
+    return mean.tolist(), np.maximum(std, 1e-3).tolist()
 
 
 def normalise(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
