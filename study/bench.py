@@ -4,10 +4,10 @@ Why measure instead of quote: a step's speed depends on the machine, the model's
 data comes from, so the only honest number is one taken on the machine at hand, with both recipes run in
 the same process on the same synthetic data. Per model, two paths:
 
-* ``study`` — the step of :func:`study.train.loop.train_run`: the split resident on the device as uint8
-  (:class:`DeviceSplit`), :class:`BatchOrder` indices, batched :func:`augment` + :func:`normalise` on the
-  device, :func:`make_optimizer` (fused on GPU), bf16 autocast and channels_last for CNNs,
-  optional ``torch.compile``, the study's loss, and no host sync inside the step on GPU.
+* ``study`` — :class:`study.train.loop.TrainStep`, the very step ``train_run`` takes: the split resident
+  on the device as uint8, index batches augmented and normalised on the device, the study's optimiser
+  (fused on GPU), bf16 autocast and channels_last for CNNs, optional ``torch.compile``, the study's loss,
+  and no host sync inside the step on GPU.
 * ``usual`` — the same architecture built the common way (see :func:`usual_model`), fed by a
   ``DataLoader`` over PIL images with per-image torchvision transforms, ``non_blocking`` copies from pinned
   memory, bf16 autocast on GPU (float32 on CPU, where autocast is usually slower), a plain
@@ -53,10 +53,9 @@ from study.errors import StudyError
 from study.io import atomic_path
 from study.models import VIT_DEFAULTS, build_model
 from study.models.cost import forward_flops
-from study.train.batches import BatchOrder, DeviceSplit, augment, channel_stats, normalise
-from study.train.loop import Recipe, make_optimizer
+from study.train.batches import DeviceSplit, channel_stats
+from study.train.loop import Recipe, TrainStep
 from study.train.losses import DistillationLoss, LabelLoss
-from study.train.schedule import lr_at
 
 STUDY, USUAL = "study", "usual"
 # Default recipes for a bare architecture (no params entry): He et al. (2016) SGD for CNNs, DeiT's AdamW
@@ -214,23 +213,17 @@ def _train_flops_per_image(model: nn.Module, loss_fn: nn.Module, shape: Shape) -
 def study_step(model: nn.Module, loss_fn: nn.Module, recipe: Recipe, images: np.ndarray, labels: np.ndarray,
                batch_size: int, total_steps: int, crop_padding: int, hflip: bool, device: torch.device,
                compile_model: bool, seed: int = 0) -> Callable[[], None]:
-    """One call = one optimiser step of ``train_run`` (same functions, same order, same host syncs).
+    """One call = one optimiser step of ``train_run`` (its :class:`TrainStep`, and its per-step check).
 
     ``model`` and ``loss_fn`` must already be on ``device``.
     """
     on_gpu = device.type == "cuda"
-    channels_last = not _is_transformer(model)  # as study.stages.train chooses, on every device
-    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    channels_last = not _is_transformer(model)  # as the train stage chooses, on every device
     if channels_last:
         model.to(memory_format=torch.channels_last)
-    split = DeviceSplit(images, labels, device)
-    mean_list, std_list = channel_stats(images)
-    mean, std = torch.tensor(mean_list, device=device), torch.tensor(std_list, device=device)
-    optimizer = make_optimizer(model, recipe, fused=on_gpu)
-    forward = torch.compile(model) if compile_model else model
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_gpu else contextlib.nullcontext()
-    order = BatchOrder(len(split), batch_size, seed)
-    warmup_steps = math.ceil(recipe.warmup * total_steps)
+    mean, std = (torch.tensor(v, device=device) for v in channel_stats(images))
+    train_step = TrainStep(model, loss_fn, recipe, DeviceSplit(images, labels, device), mean, std, total_steps,
+                           batch_size, seed, crop_padding, hflip, device, channels_last, compile_model)
     loss_sum = torch.zeros((), device=device)
     counter = itertools.count()
     model.train()
@@ -238,20 +231,7 @@ def study_step(model: nn.Module, loss_fn: nn.Module, recipe: Recipe, images: np.
 
     def step() -> None:
         s = next(counter)
-        idx = order.indices(s).to(device)
-        batch = augment(split.images[idx], seed, s, crop_padding, hflip)
-        x = normalise(batch, mean, std).contiguous(memory_format=memory_format)  # (B, C, H, W)
-        y = split.labels[idx]
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(s, total_steps, recipe.lr, warmup_steps)
-        with autocast:
-            loss = loss_fn(x, forward(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if recipe.grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
-        optimizer.step()
-        loss_sum.add_(loss.detach().float())
+        loss_sum.add_(train_step(s).float())
         if not on_gpu and not torch.isfinite(loss_sum):  # train_run's per-step check (free on CPU)
             raise StudyError(f"benchmark loss became NaN/inf at step {s}; lower the model's lr")
 

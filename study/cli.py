@@ -109,7 +109,9 @@ def _run(args: argparse.Namespace) -> str:
     if args.command == "subsets":
         return stages.subsets(params, args.prepared, args.out)
     if args.command == "train":
-        return stages.train(
+        from study.train.stage import train_stage
+
+        return train_stage(
             params, args.model, args.fraction, args.seed, args.prepared, args.subset, args.validation,
             args.teacher, args.checkpoint, args.metrics, args.history, args.resume,
         )

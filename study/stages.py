@@ -2,7 +2,9 @@
 
 Each function is what one ``study <command>`` runs. It takes the validated :class:`Params` and the paths
 ``dvc.yaml`` passed on the command line, picks out the fields each library call needs, and returns the
-one-line summary the CLI prints. Nothing here invents a path.
+one-line summary the CLI prints. Nothing here invents a path. The one exception is ``study train``, whose
+glue is :mod:`study.train.stage`: inside ``study/train`` it is a DVC dependency of every training stage,
+so editing it reruns them.
 """
 
 from __future__ import annotations
@@ -47,91 +49,6 @@ def subsets(params: Params, prepared: Path, out: Path) -> str:
     return f"subsets: validation {n_val} images; fractions (images) {listed}; seeds {list(params.seeds)} -> {out}"
 
 
-def train(
-    params: Params, model_name: str, fraction: float, seed: int, prepared: Path, subset: Path,
-    validation: Path, teacher: Path | None, checkpoint: Path, metrics: Path, history: Path, resume: Path,
-) -> str:
-    import torch
-
-    from study import runtime
-    from study.data.prepared import read_prepared, sha256
-    from study.data.subsets import read_subset
-    from study.models import build_model
-    from study.models.cost import count_parameters, forward_flops
-    from study.train.artifacts import load_trained
-    from study.train.budget import plan_budget
-    from study.train.loop import Recipe, RunPaths, run_fingerprint, train_run
-    from study.train.losses import DistillationLoss, LabelLoss
-
-    if model_name not in params.trained_models:
-        raise StudyError(f"--model {model_name}: not a trained model of this study ({list(params.trained_models)})")
-    if fraction not in params.fractions or seed not in params.seeds:
-        raise StudyError(f"--fraction {fraction} --seed {seed}: not in params fractions/seeds")
-    recipe_params = params.models[model_name]
-    device = runtime.pick_device(params.train.device)
-    runtime.seed_everything(seed)
-
-    data = read_prepared(prepared)
-    train_idx, val_idx = read_subset(subset), read_subset(validation)
-    full_images = len(data.train_labels) - len(val_idx)
-    b = params.budget
-    budget = plan_budget(len(train_idx), full_images, b.batch_size, b.epochs, b.convention, b.min_steps)
-
-    model = build_model(recipe_params.arch, data.num_classes, data.image_size, data.in_chans, **recipe_params.arch_args)
-    spec = {
-        "model_name": model_name, "arch": recipe_params.arch, "arch_args": dict(recipe_params.arch_args),
-        "num_classes": data.num_classes, "image_size": data.image_size, "in_chans": data.in_chans,
-        "fraction": fraction, "seed": seed, "params": count_parameters(model),
-        "forward_flops": forward_flops(model, data.image_size, data.in_chans),
-    }
-    loss_fn = LabelLoss(recipe_params.label_smoothing)
-    distill = params.distill if params.distill and model_name == params.distill.student else None
-    if distill is not None:
-        model.set_distilled_training(distill.kind != "none")
-    if distill is not None and distill.kind != "none":
-        if teacher is None:
-            raise StudyError(f"--model {model_name} is distilled: pass --teacher <path of the teacher's model.pt>")
-        teacher_model, teacher_spec = load_trained(teacher, device)
-        if not hasattr(teacher_model, "num_prefix_tokens"):  # a CNN teacher: NHWC convolutions are faster
-            teacher_model = teacher_model.to(memory_format=torch.channels_last)
-        if (teacher_spec["fraction"], teacher_spec["seed"]) != (fraction, seed):
-            raise StudyError(
-                f"{teacher}: teacher trained at fraction {teacher_spec['fraction']}, seed {teacher_spec['seed']}; "
-                f"the student at fraction {fraction}, seed {seed} must use the teacher of the same fraction and seed"
-            )
-        loss_fn = DistillationLoss(loss_fn, teacher_model, distill.kind, distill.alpha, distill.tau)
-        spec["distill"] = {"kind": distill.kind, "teacher": teacher_spec["model_name"], "alpha": distill.alpha,
-                           "tau": distill.tau, "kl_reduction": "batchmean"}
-        spec["teacher_forward_flops"] = forward_flops(teacher_model, data.image_size, data.in_chans)
-
-    recipe = Recipe(**{k: getattr(recipe_params, k) for k in Recipe.__dataclass_fields__})
-    aug = params.train.augment
-    fingerprint = run_fingerprint(
-        spec=spec, recipe=recipe, budget=budget.as_dict(), augment=aug, device=device.type,
-        compile=params.train.compile, subset=sha256(train_idx), validation=sha256(val_idx),
-    )
-    is_cnn = not hasattr(model, "num_prefix_tokens")
-    metrics_out = train_run(
-        model=model, spec=spec, recipe=recipe, budget=budget,
-        train=(data.train_images[train_idx], data.train_labels[train_idx]),
-        validation=(data.train_images[val_idx], data.train_labels[val_idx]),
-        test=(data.test_images, data.test_labels),
-        seed=seed, crop_padding=aug.crop_padding, hflip=aug.hflip, device=device, loss_fn=loss_fn,
-        channels_last=is_cnn, compile_model=params.train.compile,
-        eval_batch_size=params.train.eval_batch_size, checkpoint_every=params.train.checkpoint_every,
-        fingerprint=fingerprint, paths=RunPaths(checkpoint, metrics, history, resume),
-        label=f"{model_name} f={fraction} s={seed}",
-    )
-    heads = ""
-    if "test_top1_cls" in metrics_out:
-        heads = f" (cls {metrics_out['test_top1_cls']:.4f}, dist {metrics_out['test_top1_dist']:.4f})"
-    return (
-        f"train: {model_name} fraction {fraction} seed {seed}: test top-1 {metrics_out['test_top1']:.4f}{heads} "
-        f"after {budget.steps} steps x {budget.batch_size} ({budget.epochs:.1f} epochs of {budget.train_images} images) "
-        f"in {metrics_out['train_seconds']:.0f}s, {metrics_out['throughput_images_per_s']:.0f} img/s on {metrics_out['device']}"
-    )
-
-
 def models(params: Params, image_size: int | None, in_chans: int | None) -> str:
     from study.config import INPUT_SHAPES, NUM_CLASSES
     from study.models import build_model
@@ -157,11 +74,12 @@ def _pairs(names: tuple[str, ...]) -> list[tuple[str, str]]:
 def curves(params: Params, runs_dir: Path, figures: Path, tables: Path) -> str:
     from study.analysis import curves as C
     from study.analysis.plots import data_efficiency_figure, save_figure
+    from study.analysis.runs import collect_runs
     from study.io import atomic_dir
     from study.report.tables import write_table
 
     conf = params.analysis.curves.confidence
-    runs = C.collect_runs(runs_dir)
+    runs = collect_runs(runs_dir).drop(columns="folder")
     summary = C.summarise(runs, conf)
     pairs = _pairs(params.trained_models)
     gaps = C.paired_gaps(runs, pairs, conf)
@@ -192,7 +110,7 @@ def _analysis_images(prepared: Path, count: int) -> np.ndarray:
 def cka(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: Path) -> str:
     from study import runtime
     from study.analysis.plots import CKAPanel, cka_frame, cka_grid, cka_to_reference, save_figure
-    from study.analysis.runs import find_runs, load_models
+    from study.analysis.runs import collect_runs, load_models
     from study.analysis.similarity import cka_study
     from study.io import atomic_dir
     from study.report.tables import write_table
@@ -200,7 +118,7 @@ def cka(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     tic = time.perf_counter()
     device = runtime.pick_device(params.train.device)
     a = params.analysis
-    models = load_models(find_runs(runs_dir), a.seed, device)
+    models = load_models(collect_runs(runs_dir), a.seed, device)
     images = _analysis_images(prepared, a.cka.images)
     result = cka_study(models, images, a.cka.batch_size, a.cka.kernel, a.cka.rbf_threshold, device)
     within = [CKAPanel(m, l, l, f"{n} (within)", n, n) for n, (l, m) in result["within"].items()]
@@ -224,13 +142,13 @@ def attention(params: Params, runs_dir: Path, prepared: Path, figures: Path, tab
     from study import runtime
     from study.analysis.attention_study import attention_distances, attention_maps
     from study.analysis.plots import attention_distance_plot, attention_maps_figure, attention_maps_frame, save_figure
-    from study.analysis.runs import find_runs, load_models
+    from study.analysis.runs import collect_runs, load_models
     from study.io import atomic_dir
     from study.report.tables import write_table
 
     device = runtime.pick_device(params.train.device)
     a = params.analysis
-    models = {k: v for k, v in load_models(find_runs(runs_dir), a.seed, device).items()
+    models = {k: v for k, v in load_models(collect_runs(runs_dir), a.seed, device).items()
               if hasattr(v[0], "num_prefix_tokens")}
     if not models:
         raise StudyError("attention: no ViT-family model among the runs; add a 'vit' or 'deit' model")
@@ -269,12 +187,12 @@ def report(params: Params, params_path: Path, lock: Path, runs_dir: Path, tables
            out: Path, metrics: Path, provenance_out: Path, out_tables: Path) -> str:
     import yaml
 
-    from study.analysis.curves import collect_runs
+    from study.analysis.runs import collect_runs
     from study.io import atomic_dir, write_json, write_text
     from study.report.provenance import provenance
     from study.report.report import write_report
 
-    runs = collect_runs(runs_dir)
+    runs = collect_runs(runs_dir).drop(columns="folder")
     b, d = params.budget, params.distill
     setup = {
         "dataset": params.data.dataset, "val_fraction": params.data.val_fraction,

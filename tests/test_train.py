@@ -20,6 +20,7 @@ from study.train.batches import BatchOrder, augment
 from study.train.budget import plan_budget
 from study.train.losses import DistillationLoss, LabelLoss
 from study.train.schedule import lr_at
+from study.train.stage import train_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -225,7 +226,7 @@ def test_nan_loss_stops_the_run_with_a_clear_error(digits_data, tmp_path, monkey
     params = parse_params(SMOKE)
     out = tmp_path / "run"
     with pytest.raises(StudyError, match=r"NaN/inf by step 3; lower the model's lr"):
-        stages.train(params, "resnet", 1.0, 0, digits_data / "prepared", digits_data / "subsets/s0/f1.0.npy",
+        train_stage(params, "resnet", 1.0, 0, digits_data / "prepared", digits_data / "subsets/s0/f1.0.npy",
                      digits_data / "subsets/validation.npy", None, out / "model.pt", out / "metrics.json",
                      out / "history.csv", out / "resume.pt")
     assert not (out / "metrics.json").exists() and not (out / "model.pt").exists()
@@ -234,11 +235,11 @@ def test_nan_loss_stops_the_run_with_a_clear_error(digits_data, tmp_path, monkey
 def test_distilled_student_refuses_a_teacher_of_another_fraction(digits_data, tmp_path):
     params = parse_params(SMOKE)
     teacher = tmp_path / "teacher"
-    stages.train(params, "resnet", 0.5, 0, digits_data / "prepared", digits_data / "subsets/s0/f0.5.npy",
+    train_stage(params, "resnet", 0.5, 0, digits_data / "prepared", digits_data / "subsets/s0/f0.5.npy",
                  digits_data / "subsets/validation.npy", None, teacher / "model.pt", teacher / "metrics.json",
                  teacher / "history.csv", teacher / "resume.pt")
     out = tmp_path / "student"
     with pytest.raises(StudyError, match="same fraction and seed"):
-        stages.train(params, "deit", 1.0, 0, digits_data / "prepared", digits_data / "subsets/s0/f1.0.npy",
+        train_stage(params, "deit", 1.0, 0, digits_data / "prepared", digits_data / "subsets/s0/f1.0.npy",
                      digits_data / "subsets/validation.npy", teacher / "model.pt", out / "model.pt",
                      out / "metrics.json", out / "history.csv", out / "resume.pt")

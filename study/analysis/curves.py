@@ -7,36 +7,11 @@ subset), a power-law fit of error against data size and the point where two curv
 
 from __future__ import annotations
 
-import json
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import optimize, stats
-
-from study.errors import StudyError
-
-
-def collect_runs(runs_dir: str | Path) -> pd.DataFrame:
-    """One row per finished run under ``runs_dir`` (any depth), sorted by model, fraction, seed."""
-    rows = []
-    for path in sorted(Path(runs_dir).rglob("metrics.json")):
-        m = json.loads(path.read_text())
-        b = m["budget"]
-        rows.append({
-            "model": m["model"], "arch": m["arch"], "fraction": m["fraction"], "seed": m["seed"],
-            "train_images": b["train_images"], "steps": b["steps"], "images_seen": b["images_seen"],
-            "epochs": b["epochs"], "convention": b["convention"],
-            "test_top1": m["test_top1"], "test_error": 1.0 - m["test_top1"], "test_loss": m["test_loss"],
-            "val_top1": m["val_top1"],
-            "test_top1_cls": m.get("test_top1_cls", np.nan), "test_top1_dist": m.get("test_top1_dist", np.nan),
-            "params": m["params"], "train_flops": m["train_flops"], "train_seconds": m["train_seconds"],
-            "throughput": m["throughput_images_per_s"], "device": m["device"],
-        })
-    if not rows:
-        raise StudyError(f"{runs_dir}: no metrics.json found; run the training stages first (`dvc repro`)")
-    return pd.DataFrame(rows).sort_values(["model", "fraction", "seed"], ignore_index=True)
 
 
 def t_interval(values: np.ndarray, confidence: float) -> tuple[float, float, float]:

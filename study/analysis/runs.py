@@ -1,4 +1,4 @@
-"""Finding finished runs and loading their models, for the analysis stages."""
+"""Finding finished runs, tabulating their metrics and loading their models, for analyses and notebooks."""
 
 from __future__ import annotations
 
@@ -13,14 +13,25 @@ from study.errors import StudyError
 from study.train.artifacts import load_trained
 
 
-def find_runs(runs_dir: str | Path) -> pd.DataFrame:
-    """One row per run folder holding ``metrics.json``: model, fraction, seed, folder."""
+def collect_runs(runs_dir: str | Path) -> pd.DataFrame:
+    """One row per finished run under ``runs_dir`` (any depth): its metrics.json flattened, and its ``folder``;
+    sorted by model, fraction, seed. The one reader of run metrics for every analysis, report and notebook."""
     rows = []
-    for metrics in sorted(Path(runs_dir).rglob("metrics.json")):
-        m = json.loads(metrics.read_text())
-        rows.append({"model": m["model"], "fraction": m["fraction"], "seed": m["seed"], "folder": metrics.parent})
+    for path in sorted(Path(runs_dir).rglob("metrics.json")):
+        m = json.loads(path.read_text())
+        b = m["budget"]
+        rows.append({
+            "model": m["model"], "arch": m["arch"], "fraction": m["fraction"], "seed": m["seed"],
+            "train_images": b["train_images"], "steps": b["steps"], "images_seen": b["images_seen"],
+            "epochs": b["epochs"], "convention": b["convention"],
+            "test_top1": m["test_top1"], "test_error": 1.0 - m["test_top1"], "test_loss": m["test_loss"],
+            "val_top1": m["val_top1"],
+            "test_top1_cls": m.get("test_top1_cls", np.nan), "test_top1_dist": m.get("test_top1_dist", np.nan),
+            "params": m["params"], "train_flops": m["train_flops"], "train_seconds": m["train_seconds"],
+            "throughput": m["throughput_images_per_s"], "device": m["device"], "folder": path.parent,
+        })
     if not rows:
-        raise StudyError(f"{runs_dir}: no finished runs; run the training stages first (`dvc repro`)")
+        raise StudyError(f"{runs_dir}: no metrics.json found; run the training stages first (`dvc repro`)")
     return pd.DataFrame(rows).sort_values(["model", "fraction", "seed"], ignore_index=True)
 
 

@@ -104,6 +104,49 @@ def _to_input(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
     return x.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
 
 
+class TrainStep:
+    """One optimiser step of the study, as a function of the step number: the whole hot path.
+
+    Batch ``step`` is gathered from the device-resident split, augmented and normalised there, the lr
+    set from the schedule, then forward (bf16 autocast on GPU), loss, backward, optional gradient
+    clipping and the optimiser update. No host sync happens inside. ``train_run`` calls it, and so does
+    ``study bench``, so the benchmark times exactly the step that trains the study's models.
+    """
+
+    def __init__(self, model: nn.Module, loss_fn: nn.Module, recipe: Recipe, split: DeviceSplit,
+                 mean: torch.Tensor, std: torch.Tensor, total_steps: int, batch_size: int, seed: int,
+                 crop_padding: int, hflip: bool, device: torch.device, channels_last: bool,
+                 compile_model: bool) -> None:
+        on_gpu = device.type == "cuda"
+        self.model, self.loss_fn, self.recipe, self.split = model, loss_fn, recipe, split
+        self.mean, self.std, self.total_steps, self.seed = mean, std, total_steps, seed
+        self.crop_padding, self.hflip, self.device, self.channels_last = crop_padding, hflip, device, channels_last
+        self.optimizer = make_optimizer(model, recipe, fused=on_gpu)
+        self.forward = torch.compile(model) if compile_model else model
+        # bf16 autocast on GPU only: CPU bf16 kernels are slower than float32 on most CPUs and would change
+        # numbers between CPU runs and the reference float32 path.
+        self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_gpu else contextlib.nullcontext()
+        self.order = BatchOrder(len(split), batch_size, seed)
+        self.warmup_steps = math.ceil(recipe.warmup * total_steps)
+
+    def __call__(self, step: int) -> torch.Tensor:
+        """Take optimiser step ``step``; return its loss (a detached scalar on the device)."""
+        idx = self.order.indices(step).to(self.device)
+        images = augment(self.split.images[idx], self.seed, step, self.crop_padding, self.hflip)
+        x = _to_input(normalise(images, self.mean, self.std), self.channels_last)  # (B, C, H, W)
+        y = self.split.labels[idx]
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr_at(step, self.total_steps, self.recipe.lr, self.warmup_steps)
+        with self.autocast:
+            loss = self.loss_fn(x, self.forward(x), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.recipe.grad_clip > 0:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe.grad_clip)
+        self.optimizer.step()
+        return loss.detach()
+
+
 def run_fingerprint(**parts) -> str:
     """A digest of everything that determines a run; a resume state from other settings is ignored."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -143,14 +186,9 @@ def train_run(
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     loss_fn = loss_fn.to(device)
-    optimizer = make_optimizer(model, recipe, fused=on_gpu)
-    forward = torch.compile(model) if compile_model else model
-    # bf16 autocast on GPU only: CPU bf16 kernels are slower than float32 on most CPUs and would change
-    # numbers between CPU runs and the reference float32 path.
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_gpu else contextlib.nullcontext()
-
-    order = BatchOrder(len(train_split), budget.batch_size, seed)
-    warmup_steps = math.ceil(recipe.warmup * budget.steps)
+    train_step = TrainStep(model, loss_fn, recipe, train_split, mean, std, budget.steps, budget.batch_size, seed,
+                           crop_padding, hflip, device, channels_last, compile_model)
+    optimizer, autocast = train_step.optimizer, train_step.autocast
     eval_every = max(budget.steps_per_epoch, math.ceil(budget.steps / _HISTORY_POINTS))
 
     state = _load_resume(paths.resume, fingerprint, model, optimizer, device)
@@ -165,20 +203,7 @@ def train_run(
     progress = tqdm(total=budget.steps, initial=step, desc=label, unit="step", mininterval=2, disable=None)
     tic = time.perf_counter()
     while step < budget.steps:
-        idx = order.indices(step).to(device)
-        images = augment(train_split.images[idx], seed, step, crop_padding, hflip)
-        x = _to_input(normalise(images, mean, std), channels_last)
-        y = train_split.labels[idx]
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, budget.steps, recipe.lr, warmup_steps)
-        with autocast:
-            loss = loss_fn(x, forward(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if recipe.grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
-        optimizer.step()
-        loss_sum += loss.detach().float()
+        loss_sum += train_step(step).float()
         loss_steps += 1
         step += 1
         progress.update()
