@@ -15,10 +15,20 @@ from study.errors import StudyError
 from study.io import atomic_path
 
 
+def save_atomic(obj: object, path: str | Path) -> None:
+    """``torch.save`` to ``path`` atomically, byte-for-byte reproducible.
+
+    torch names the folder inside the zip archive after the file it is given; saving through a file
+    object makes that folder ``archive`` instead of the random temporary name, so equal tensors give
+    identical files and DVC sees identical hashes in two clones.
+    """
+    with atomic_path(path) as tmp, tmp.open("wb") as file:
+        torch.save(obj, file)
+
+
 def save_trained(path: str | Path, model: nn.Module, spec: dict) -> None:
     """``spec``: arch, arch_args, num_classes, image_size, in_chans, mean, std, model_name."""
-    with atomic_path(path) as tmp:
-        torch.save({"spec": spec, "state_dict": model.state_dict()}, tmp)
+    save_atomic({"spec": spec, "state_dict": model.state_dict()}, path)
 
 
 def load_trained(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, dict]:

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from study.errors import StudyError
 from study.io import atomic_path, write_json
-from study.train.artifacts import save_trained
+from study.train.artifacts import save_atomic, save_trained
 from study.train.batches import BatchOrder, DeviceSplit, augment, channel_stats, normalise
 from study.train.budget import Budget
 from study.train.schedule import lr_at
@@ -307,8 +307,7 @@ def _save_resume(path, fingerprint, model, optimizer, step, history, loss_sum, l
     if model is not None:
         state["model"] = model.state_dict()
         state["optimizer"] = optimizer.state_dict()
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+    save_atomic(state, path)
 
 
 def _load_resume(path: Path, fingerprint: str, model, optimizer, device) -> dict:
