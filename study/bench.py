@@ -6,22 +6,28 @@ the same process on the same synthetic data. Per model, two paths:
 
 * ``study`` — :class:`study.train.loop.TrainStep`, the very step ``train_run`` takes: the split resident
   on the device as uint8, index batches augmented and normalised on the device, the study's optimiser
-  (fused on GPU), bf16 autocast and channels_last for CNNs, optional ``torch.compile``, the study's loss,
+  (fused on GPU), the forward under ``train.precision`` (:func:`study.train.loop.autocast_for`: bf16
+  autocast on GPU by default) and channels_last for CNNs, optional ``torch.compile``, the study's loss,
   and no host sync inside the step on GPU.
 * ``usual`` — the same architecture built the common way (see :func:`usual_model`), fed by a
   ``DataLoader`` over PIL images with per-image torchvision transforms, ``non_blocking`` copies from pinned
-  memory, bf16 autocast on GPU (float32 on CPU, where autocast is usually slower), a plain
+  memory, the same precision as the study path, a plain
   ``torch.optim`` optimiser over ``model.parameters()`` and a ``loss.item()`` per step, as typical
   training scripts log.
+
+Augmentation: each model's own (``models.<name>.augment``, else ``train.augment``) on both paths; the usual
+path applies the same kinds per image with torchvision ``v2`` (and Mixup/CutMix on the batch). With
+``augment_cost`` a third row per model, ``study+augment``, times the study step under
+:func:`heavy_augmentation`, so the cost of heavy augmentation shows beside the plain step.
 
 What is timed: ``steps`` optimiser steps after ``warmup_steps`` untimed ones (compilation, allocator
 warm-up, DataLoader start-up), ``repeats`` times; the table shows the median window and the spread.
 Model FLOPs utilisation (MFU) is achieved training FLOP/s over the device's peak, where training FLOPs
 per image are ``3 × forward`` (backward ≈ 2 × forward; :func:`study.models.cost.forward_flops`) plus one
-teacher forward for a distilled student, and the peak is MEASURED here with a large matmul (bf16 on GPU,
-float32 on CPU): an achievable peak, not the datasheet's. Peak memory is ``torch.cuda.max_memory_allocated``
-on GPU and the process's peak RSS on CPU (reset per path through ``/proc/self/clear_refs``; DataLoader
-worker processes are not included).
+teacher forward for a distilled student, and the peak is MEASURED here with a large matmul in the training
+precision (bf16 when autocasting, else float32): an achievable peak, not the datasheet's. Peak memory is
+``torch.cuda.max_memory_allocated`` on GPU and the process's peak RSS on CPU (reset per path through
+``/proc/self/clear_refs``; DataLoader worker processes are not included).
 """
 
 from __future__ import annotations
@@ -53,11 +59,12 @@ from study.errors import StudyError
 from study.io import atomic_path
 from study.models import VIT_DEFAULTS, build_model
 from study.models.cost import forward_flops
+from study.train.augment import Augmentation, BatchAugment
 from study.train.batches import DeviceSplit, channel_stats
-from study.train.loop import Recipe, TrainStep
+from study.train.loop import Recipe, TrainStep, autocast_for, resolved_precision
 from study.train.losses import DistillationLoss, LabelLoss
 
-STUDY, USUAL = "study", "usual"
+STUDY, STUDY_AUGMENTED, USUAL = "study", "study+augment", "usual"
 # Default recipes for a bare architecture (no params entry): He et al. (2016) SGD for CNNs, DeiT's AdamW
 # with gradient clipping for transformers. Only the optimiser kind and clipping change the step's cost.
 CNN_RECIPE = Recipe(optimizer="sgd", lr=0.1, weight_decay=5e-4, momentum=0.9, beta2=0.999, label_smoothing=0.1,
@@ -89,6 +96,7 @@ class BenchModel:
     arch_args: dict[str, Any] = field(default_factory=dict)
     recipe: Recipe | None = None
     teacher: Teacher | None = None
+    augmentation: Augmentation = Augmentation()  # none by default
 
 
 @dataclass(frozen=True)
@@ -114,9 +122,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure_peak_flops(device: torch.device, size: int | None = None, repeats: int = 5) -> tuple[float, str]:
-    """Best FLOP/s of a ``size × size`` matmul on ``device`` and its dtype: bf16 on GPU, float32 on CPU."""
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+def measure_peak_flops(device: torch.device, size: int | None = None, repeats: int = 5,
+                       precision: str = "auto") -> tuple[float, str]:
+    """Best FLOP/s of a ``size × size`` matmul on ``device`` and its dtype: bf16 where ``precision``
+    autocasts there (by default on GPU), else float32."""
+    dtype = torch.bfloat16 if resolved_precision(device, precision) == "bf16" else torch.float32
     size = size or PEAK_SIZE.get(device.type, PEAK_SIZE["cpu"])
     a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
     out = torch.empty(size, size, device=device, dtype=dtype)
@@ -211,8 +221,9 @@ def _train_flops_per_image(model: nn.Module, loss_fn: nn.Module, shape: Shape) -
 
 
 def study_step(model: nn.Module, loss_fn: nn.Module, recipe: Recipe, images: np.ndarray, labels: np.ndarray,
-               batch_size: int, total_steps: int, crop_padding: int, hflip: bool, device: torch.device,
-               compile_model: bool, seed: int = 0) -> Callable[[], None]:
+               batch_size: int, total_steps: int, augmentation: Augmentation, num_classes: int,
+               device: torch.device, compile_model: bool, seed: int = 0,
+               precision: str = "auto") -> Callable[[], None]:
     """One call = one optimiser step of ``train_run`` (its :class:`TrainStep`, and its per-step check).
 
     ``model`` and ``loss_fn`` must already be on ``device``.
@@ -222,8 +233,9 @@ def study_step(model: nn.Module, loss_fn: nn.Module, recipe: Recipe, images: np.
     if channels_last:
         model.to(memory_format=torch.channels_last)
     mean, std = (torch.tensor(v, device=device) for v in channel_stats(images))
-    train_step = TrainStep(model, loss_fn, recipe, DeviceSplit(images, labels, device), mean, std, total_steps,
-                           batch_size, seed, crop_padding, hflip, device, channels_last, compile_model)
+    augment = BatchAugment(augmentation, mean, std, num_classes, tuple(images.shape[1:3]))  # (H, W) of NHWC
+    train_step = TrainStep(model, loss_fn, recipe, DeviceSplit(images, labels, device), augment, total_steps,
+                           batch_size, seed, device, channels_last, compile_model, precision)
     loss_sum = torch.zeros((), device=device)
     counter = itertools.count()
     model.train()
@@ -279,16 +291,31 @@ class UInt8Images(Dataset):
         return self.transform(pil), int(self.labels[index])
 
 
-def usual_transform(image_size: int, mean: list[float], std: list[float], crop_padding: int,
-                    hflip: bool) -> v2.Compose:
-    """The per-image torchvision pipeline of a typical CIFAR script (same augmentation as the study's)."""
+def usual_transform(image_size: int, mean: list[float], std: list[float], augmentation: Augmentation) -> v2.Compose:
+    """The per-image torchvision pipeline of a typical CIFAR script, with the same kinds of augmentation as the
+    study's (torchvision's TrivialAugmentWide and RandAugment stand for Kornia's; magnitude on the same 0-30 scale)."""
+    a = augmentation
     steps: list[nn.Module] = []
-    if crop_padding:
-        steps.append(v2.RandomCrop(image_size, padding=crop_padding))
-    if hflip:
+    if a.crop_padding:
+        steps.append(v2.RandomCrop(image_size, padding=a.crop_padding))
+    if a.hflip:
         steps.append(v2.RandomHorizontalFlip())
+    if a.auto_augment == "trivial":
+        steps.append(v2.TrivialAugmentWide())
+    elif a.auto_augment == "rand":
+        steps.append(v2.RandAugment(num_ops=a.rand_n, magnitude=a.rand_m, num_magnitude_bins=31))
     steps += [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)]
+    if a.erasing:
+        steps.append(v2.RandomErasing(p=a.erasing, value=0))
     return v2.Compose(steps)
+
+
+def usual_mix(augmentation: Augmentation, num_classes: int) -> Callable | None:
+    """Mixup/CutMix on a loaded batch ``(x, labels)``, as torchvision's reference scripts do; None when off."""
+    a = augmentation
+    mixers = [v2.MixUp(alpha=a.mixup_alpha, num_classes=num_classes)] if a.mixup_alpha > 0 else []
+    mixers += [v2.CutMix(alpha=a.cutmix_alpha, num_classes=num_classes)] if a.cutmix_alpha > 0 else []
+    return v2.RandomApply([v2.RandomChoice(mixers)], p=a.mix_prob) if mixers else None
 
 
 def _forever(loader: DataLoader) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -306,11 +333,10 @@ def usual_optimizer(model: nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
 
 
 def usual_step(model: nn.Module, loss_fn: nn.Module, recipe: Recipe, loader: DataLoader,
-               device: torch.device) -> Callable[[], None]:
+               device: torch.device, precision: str = "auto", mix: Callable | None = None) -> Callable[[], None]:
     """One call = one step of a typical script: next batch, copy, forward, backward, step, ``loss.item()``."""
-    on_gpu = device.type == "cuda"
     optimizer = usual_optimizer(model, recipe)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_gpu else contextlib.nullcontext()
+    autocast = autocast_for(device, precision)  # the study path's precision: only the recipe differs
     batches = _forever(loader)
     running = [0.0]
     model.train()
@@ -319,6 +345,8 @@ def usual_step(model: nn.Module, loss_fn: nn.Module, recipe: Recipe, loader: Dat
     def step() -> None:
         x, y = next(batches)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        if mix is not None:
+            x, y = mix(x, y)  # soft labels (B, classes) when the batch is mixed
         optimizer.zero_grad()
         with autocast:
             loss = loss_fn(x, model(x), y)
@@ -335,14 +363,14 @@ def usual_step(model: nn.Module, loss_fn: nn.Module, recipe: Recipe, loader: Dat
 
 
 def _row(spec: BenchModel, path: str, workers: int | None, implementation: str, data: str, precision: str,
-         timing: Timing, batch_size: int, steps: int, train_flops: int, peak_flops: float, peak_dtype: str,
-         device: torch.device) -> dict[str, Any]:
+         augmentation: Augmentation, timing: Timing, batch_size: int, steps: int, train_flops: int,
+         peak_flops: float, peak_dtype: str, device: torch.device) -> dict[str, Any]:
     rates = [batch_size * steps / seconds for seconds in timing.window_seconds]
     images_per_s = statistics.median(rates)
     return {
         "model": spec.name, "arch": spec.arch, "arch_args": json.dumps(spec.arch_args, sort_keys=True),
         "path": path, "workers": workers, "implementation": implementation,
-        "data": data, "precision": precision, "batch_size": batch_size,
+        "data": data, "precision": precision, "augment": json.dumps(augmentation.as_dict()), "batch_size": batch_size,
         "images_per_s": images_per_s, "ms_per_step": 1000 * batch_size / images_per_s,
         "spread_pct": 100 * (max(rates) - min(rates)) / images_per_s,
         "peak_mem_mib": timing.peak_memory_bytes / _MIB, "memory": memory_kind(device),
@@ -359,32 +387,48 @@ def _measure(step_factory: Callable[[], Callable[[], None]], warmup_steps: int, 
     return Timing(windows, _peak_memory(device))
 
 
+def heavy_augmentation(image_size: int) -> Augmentation:
+    """DeiT's training augmentation (Touvron et al. 2021: RandAugment n 2 m 9, random erasing 0.25, Mixup 0.8,
+    CutMix 1.0) plus the CIFAR crop and flip (4 px of padding on 32 px images, scaled to the image size)."""
+    return Augmentation(crop_padding=max(1, image_size // 8), hflip=True, auto_augment="rand", rand_n=2, rand_m=9,
+                        erasing=0.25, mixup_alpha=0.8, cutmix_alpha=1.0, mix_prob=1.0)
+
+
 def bench_model(spec: BenchModel, shape: Shape, images: np.ndarray, labels: np.ndarray, *, batch_size: int,
                 steps: int, warmup_steps: int, repeats: int, workers: list[int], device: torch.device,
-                crop_padding: int, hflip: bool, compile_model: bool, peak_flops: float,
-                peak_dtype: str) -> list[dict[str, Any]]:
-    """The study row and one usual row per DataLoader worker count, for one model."""
+                compile_model: bool, peak_flops: float, peak_dtype: str, precision: str = "auto",
+                augment_cost: bool = False) -> list[dict[str, Any]]:
+    """The study row, with ``augment_cost`` a study row under :func:`heavy_augmentation`, and one usual row
+    per DataLoader worker count, for one model."""
     on_gpu = device.type == "cuda"
-    precision = "bf16 autocast" if on_gpu else "float32"
+    shown_precision = "bf16 autocast" if resolved_precision(device, precision) == "bf16" else "float32"
     total_steps = warmup_steps + steps * repeats
+    timed = dict(batch_size=batch_size, steps=steps, peak_flops=peak_flops, peak_dtype=peak_dtype, device=device)
     rows = []
 
-    torch.manual_seed(0)
-    model = build_model(spec.arch, shape.num_classes, shape.image_size, shape.in_chans, **spec.arch_args).to(device)
-    recipe = spec.recipe or (VIT_RECIPE if _is_transformer(model) else CNN_RECIPE)
-    loss_fn = _loss(spec, model, recipe, shape, device)
-    flops = _train_flops_per_image(model, loss_fn, shape)
-    timing = _measure(lambda: study_step(model, loss_fn, recipe, images, labels, batch_size, total_steps,
-                                         crop_padding, hflip, device, compile_model),
-                      warmup_steps, steps, repeats, device)
-    layout = ", channels_last" if not _is_transformer(model) else ""
-    rows.append(_row(spec, STUDY, None, f"study {type(model).__name__}" + (", compiled" if compile_model else ""),
-                     "device-resident uint8, batched augment", precision + layout, timing, batch_size, steps,
-                     flops, peak_flops, peak_dtype, device))
-    del model, loss_fn
+    study_paths = [(STUDY, spec.augmentation)]
+    if augment_cost:
+        study_paths.append((STUDY_AUGMENTED, heavy_augmentation(shape.image_size)))
+    for path, augmentation in study_paths:
+        torch.manual_seed(0)
+        model = build_model(spec.arch, shape.num_classes, shape.image_size, shape.in_chans, **spec.arch_args)
+        model = model.to(device)
+        recipe = spec.recipe or (VIT_RECIPE if _is_transformer(model) else CNN_RECIPE)
+        loss_fn = _loss(spec, model, recipe, shape, device)
+        flops = _train_flops_per_image(model, loss_fn, shape)
+        timing = _measure(lambda: study_step(model, loss_fn, recipe, images, labels, batch_size, total_steps,
+                                             augmentation, shape.num_classes, device, compile_model,
+                                             precision=precision),
+                          warmup_steps, steps, repeats, device)
+        layout = ", channels_last" if not _is_transformer(model) else ""
+        rows.append(_row(spec, path, None, f"study {type(model).__name__}" + (", compiled" if compile_model else ""),
+                         "device-resident uint8, batched augment", shown_precision + layout, augmentation, timing,
+                         train_flops=flops, **timed))
+        del model, loss_fn
 
     mean, std = channel_stats(images)
-    dataset = UInt8Images(images, labels, usual_transform(shape.image_size, mean, std, crop_padding, hflip))
+    dataset = UInt8Images(images, labels, usual_transform(shape.image_size, mean, std, spec.augmentation))
+    mix = usual_mix(spec.augmentation, shape.num_classes)
     for count in workers:
         torch.manual_seed(0)
         model, implementation = usual_model(spec.arch, shape, spec.arch_args)
@@ -393,31 +437,36 @@ def bench_model(spec: BenchModel, shape: Shape, images: np.ndarray, labels: np.n
         flops = _train_flops_per_image(model, loss_fn, shape)
         loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=count, pin_memory=on_gpu,
                             drop_last=True, persistent_workers=count > 0)
-        timing = _measure(lambda: usual_step(model, loss_fn, recipe, loader, device), warmup_steps, steps,
-                          repeats, device)
+        timing = _measure(lambda: usual_step(model, loss_fn, recipe, loader, device, precision, mix), warmup_steps,
+                          steps, repeats, device)
         rows.append(_row(spec, USUAL, count, implementation, f"DataLoader, {count} workers, per-image transforms",
-                         precision, timing, batch_size, steps, flops, peak_flops, peak_dtype, device))
+                         shown_precision, spec.augmentation, timing, train_flops=flops, **timed))
         del model, loss_fn, loader  # shuts persistent workers down before the next measurement
     return rows
 
 
 def with_speedups(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Rows as a table with ``speedup``: study img/s over this usual row's; on the study row, over the
-    fastest usual row of the same model (the conservative ratio)."""
+    """Rows as a table with ``speedup``: study img/s over this usual row's; on a study row (plain or
+    augmented), its img/s over the fastest usual row of the same model (the conservative ratio). The
+    ``study+augment`` row also gets ``augment_cost_pct``, the extra time per step that heavy augmentation
+    takes, as a share of the plain study step's."""
     table = pd.DataFrame(rows)
-    speedup = []
+    speedup, cost = [], []
     for _, row in table.iterrows():
         same = table[table["model"] == row["model"]]
         study_rate = same.loc[same["path"] == STUDY, "images_per_s"].iloc[0]
         usual_rates = same.loc[same["path"] == USUAL, "images_per_s"]
-        base = usual_rates.max() if row["path"] == STUDY else row["images_per_s"]
-        speedup.append(study_rate / base if len(usual_rates) else math.nan)
-    return table.assign(speedup=speedup)
+        if row["path"] == USUAL:
+            speedup.append(study_rate / row["images_per_s"])
+        else:
+            speedup.append(row["images_per_s"] / usual_rates.max() if len(usual_rates) else math.nan)
+        cost.append(100 * (study_rate / row["images_per_s"] - 1) if row["path"] == STUDY_AUGMENTED else math.nan)
+    return table.assign(speedup=speedup, augment_cost_pct=cost)
 
 
 def run_benchmark(models: list[BenchModel], shape: Shape, *, batch_size: int, steps: int, warmup_steps: int,
-                  repeats: int, workers: list[int], device: torch.device, images: int, crop_padding: int,
-                  hflip: bool, compile_model: bool, peak_size: int | None = None) -> pd.DataFrame:
+                  repeats: int, workers: list[int], device: torch.device, images: int, compile_model: bool,
+                  peak_size: int | None = None, precision: str = "auto", augment_cost: bool = False) -> pd.DataFrame:
     """Benchmark every model on both paths; one row per (model, path, workers), with MFU and speed-up."""
     if steps < 1 or repeats < 1 or warmup_steps < 0 or batch_size < 1 or images < batch_size:
         raise StudyError(f"benchmark needs steps >= 1, repeats >= 1, warmup >= 0 and images >= batch size; got "
@@ -426,16 +475,16 @@ def run_benchmark(models: list[BenchModel], shape: Shape, *, batch_size: int, st
     if any(count < 0 for count in workers):
         raise StudyError(f"--workers must be >= 0, got {workers}")
     data, labels = synthetic_data(images, shape)
-    peak_flops, peak_dtype = measure_peak_flops(device, peak_size)
+    peak_flops, peak_dtype = measure_peak_flops(device, peak_size, precision=precision)
     rows = []
     for spec in models:
         rows += bench_model(spec, shape, data, labels, batch_size=batch_size, steps=steps,
                             warmup_steps=warmup_steps, repeats=repeats, workers=workers, device=device,
-                            crop_padding=crop_padding, hflip=hflip, compile_model=compile_model,
-                            peak_flops=peak_flops, peak_dtype=peak_dtype)
+                            compile_model=compile_model, peak_flops=peak_flops, peak_dtype=peak_dtype,
+                            precision=precision, augment_cost=augment_cost)
     # The peak again at the end; the better of the two, so that a busy moment lowers neither MFU's denominator.
-    late_peak, _ = measure_peak_flops(device, peak_size)
-    table = with_speedups(rows).assign(crop_padding=crop_padding, hflip=hflip)
+    late_peak, _ = measure_peak_flops(device, peak_size, precision=precision)
+    table = with_speedups(rows)
     if late_peak > peak_flops:
         table["mfu"] *= peak_flops / late_peak
         table["peak_gflop_s"] = late_peak / 1e9
@@ -456,6 +505,8 @@ def format_table(table: pd.DataFrame) -> str:
         "speed-up": table["speedup"].round(2),
         "implementation": table["implementation"],
     })
+    if (table["path"] == STUDY_AUGMENTED).any():
+        shown.insert(len(shown.columns) - 1, "aug cost %", table["augment_cost_pct"].round(1))
     first = table.iloc[0]
     footer = (f"peak: {first['peak_gflop_s']:.0f} GFLOP/s measured ({first['peak_dtype']} matmul); "
               f"memory: {first['memory']}; precision: {', '.join(sorted(set(table['precision'])))}")

@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", type=Path, required=True, help="metrics.json")
     p.add_argument("--history", type=Path, required=True, help="history.csv")
     p.add_argument("--resume", type=Path, required=True, help="resume state, kept across kills")
+    p.add_argument("--predictions", type=Path, required=True, help="predictions.npy: test-set argmax per head")
 
     for name, help in [
         ("curves", "data-efficiency curves, gaps, power-law fits from every run's metrics"),
@@ -61,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--prepared", type=Path, required=True)
         p.add_argument("--figures", type=Path, required=True, help="output folder for figures")
         p.add_argument("--tables", type=Path, required=True, help="output folder for tables")
+
+    p = _add(sub, "distillation", "the teacher's train/test accuracy and each student's test-set agreement with it")
+    p.add_argument("--runs", type=Path, required=True, help="folder holding the runs (runs)")
+    p.add_argument("--tables", type=Path, required=True, help="output folder for tables")
 
     p = _add(sub, "report", "write reports/: report.md, headline metrics, provenance, setup tables")
     p.add_argument("--runs", type=Path, required=True)
@@ -92,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--images", type=int, default=8192, help="synthetic training images (default 8192)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the study path "
                    "(default: train.compile)")
+    p.add_argument("--precision", choices=("auto", "bf16", "fp32"), help="forward precision of both paths "
+                   "(default: train.precision; auto = bf16 autocast on GPU, float32 on CPU)")
+    p.add_argument("--augment-cost", action="store_true", help="also time each model's study step under heavy "
+                   "augmentation (DeiT's: crop, flip, RandAugment, erasing, Mixup/CutMix), to show its cost")
     p.add_argument("--out", type=Path, default=Path("reports/bench.csv"), help="CSV of the results")
     return parser
 
@@ -113,10 +122,12 @@ def _run(args: argparse.Namespace) -> str:
 
         return train_stage(
             params, args.model, args.fraction, args.seed, args.prepared, args.subset, args.validation,
-            args.teacher, args.checkpoint, args.metrics, args.history, args.resume,
+            args.teacher, args.checkpoint, args.metrics, args.history, args.resume, args.predictions,
         )
     if args.command == "curves":
         return stages.curves(params, args.runs, args.figures, args.tables)
+    if args.command == "distillation":
+        return stages.distillation(params, args.runs, args.tables)
     if args.command in ("cka", "attention"):
         stage = getattr(stages, args.command)
         return stage(params, args.runs, args.prepared, args.figures, args.tables)
@@ -128,7 +139,7 @@ def _run(args: argparse.Namespace) -> str:
     if args.command == "bench":
         return stages.bench(params, args.model, args.arch, args.image_size, args.in_chans, args.num_classes,
                             args.batch_size, args.steps, args.warmup_steps, args.repeats, args.workers, args.images,
-                            args.compile, args.out)
+                            args.compile, args.out, args.precision, args.augment_cost)
     raise AssertionError(args.command)
 
 
@@ -139,8 +150,18 @@ def main(argv: list[str] | None = None) -> int:
     except StudyError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # the file system refused (a full disk, a permission, a vanished file): no traceback
+        print(f"error: {_os_error(err)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted: finished work is kept; rerun the same command (or `dvc repro`) to resume", file=sys.stderr)
         return 130
     print(summary)
     return 0
+
+
+def _os_error(err: OSError) -> str:
+    """One line for an OSError that no stage turned into a StudyError: the file, the reason, the fix."""
+    where = f"{err.filename}: " if err.filename else ""
+    reason = err.strerror or " ".join(str(err).split())
+    return f"{where}{reason}; fix the file system problem (space, permissions, a missing file) and rerun"

@@ -40,6 +40,22 @@ class DataParams:
 
 
 @dataclass(frozen=True, config=_FROZEN)
+class AugmentParams:
+    """Training augmentation, batched on the device (study.train.augment). Everything is off by default."""
+
+    crop_padding: StrictInt = Field(default=0, ge=0)  # random crop after zero padding
+    hflip: StrictBool = False
+    # TrivialAugment (Müller & Hutter 2021) or RandAugment (Cubuk et al. 2020), operations drawn per image
+    auto_augment: Literal["none", "trivial", "rand"] = "none"
+    rand_n: StrictInt = Field(default=2, ge=1, le=14)  # RandAugment: operations per image (14 candidates on grey images)
+    rand_m: StrictInt = Field(default=9, ge=1, le=29)  # RandAugment: magnitude on Kornia's scale, 0 to 30 exclusive
+    erasing: StrictFloat = Field(default=0.0, ge=0.0, le=1.0)  # random-erasing probability per image (Zhong et al. 2020)
+    mixup_alpha: StrictFloat = Field(default=0.0, ge=0.0)  # Mixup λ ~ Beta(α, α); 0 = off
+    cutmix_alpha: StrictFloat = Field(default=0.0, ge=0.0)  # CutMix λ ~ Beta(α, α); 0 = off
+    mix_prob: StrictFloat = Field(default=1.0, ge=0.0, le=1.0)  # share of batches mixed when either is on
+
+
+@dataclass(frozen=True, config=_FROZEN)
 class ModelParams:
     """One trained model: its architecture and its optimisation recipe."""
 
@@ -53,6 +69,11 @@ class ModelParams:
     label_smoothing: StrictFloat = Field(default=0.0, ge=0.0, lt=1.0)
     grad_clip: StrictFloat = Field(default=0.0, ge=0.0)  # max global grad norm; 0 = off
     warmup: StrictFloat = Field(default=0.05, ge=0.0, lt=1.0)  # share of steps with linear warmup
+    # What was tuned, and among which values, on the validation split before this recipe was fixed, e.g.
+    # {lr: [0.1, 0.2, 0.4]}. Recorded so the report can say so; empty = set a priori.
+    selected_on_validation: dict[StrictStr, list[Any]] = Field(default_factory=dict)
+    # This model's training augmentation; none given = train.augment, the study-wide default.
+    augment: AugmentParams | None = None
 
 
 @dataclass(frozen=True, config=_FROZEN)
@@ -80,15 +101,12 @@ class BudgetParams:
 
 
 @dataclass(frozen=True, config=_FROZEN)
-class AugmentParams:
-    crop_padding: StrictInt = Field(default=0, ge=0)  # random crop after zero padding
-    hflip: StrictBool = False
-
-
-@dataclass(frozen=True, config=_FROZEN)
 class TrainParams:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     compile: StrictBool = False
+    # Forward-pass precision: "auto" is bf16 autocast on CUDA and float32 on CPU; "bf16" forces autocast on
+    # any device (CI runs the GPU path's dtypes on CPU with it); "fp32" never autocasts.
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
     threads: StrictInt = Field(default=0, ge=0)  # torch intra-op threads; 0 = torch's default
     deterministic: StrictBool = True
     # Small batches evaluate fastest on CPU (cache-resident activations: ResNet-8 scored 1.7x more images

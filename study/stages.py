@@ -73,7 +73,7 @@ def _pairs(names: tuple[str, ...]) -> list[tuple[str, str]]:
 
 def curves(params: Params, runs_dir: Path, figures: Path, tables: Path) -> str:
     from study.analysis import curves as C
-    from study.analysis.plots import data_efficiency_figure, save_figure
+    from study.analysis.plots import data_efficiency_figure, gaps_figure, save_figure
     from study.analysis.runs import collect_runs
     from study.io import atomic_dir
     from study.report.tables import write_table
@@ -83,21 +83,55 @@ def curves(params: Params, runs_dir: Path, figures: Path, tables: Path) -> str:
     summary = C.summarise(runs, conf)
     pairs = _pairs(params.trained_models)
     gaps = C.paired_gaps(runs, pairs, conf)
-    fits = C.power_law_table(runs)
-    crossings = pd.DataFrame([{"comparison": f"{a} - {b}", "crossover_train_images": C.crossover(summary, a, b)}
-                          for a, b in pairs])
     pct = f"{conf:.0%}"
     with atomic_dir(tables) as tmp:
-        write_table(runs, tmp / "runs", "Every training run: final model on the test set.")
+        write_table(runs, tmp / "runs", "Every training run: final model on the test set, with its convergence flags.")
         write_table(summary, tmp / "data_efficiency", f"Test top-1 per model and fraction: mean, std and {pct} t-interval over seeds.")
-        write_table(gaps, tmp / "gaps", f"Paired test top-1 gaps (same subset and seed), mean and {pct} t-interval.")
-        write_table(fits, tmp / "power_law", "Power-law fit of test error against training images, error = a n^-b + c.", 6)
-        write_table(crossings, tmp / "crossover", "Training-set size where two accuracy curves cross (empty: no crossing).", 0)
+        write_table(gaps, tmp / "gaps", f"Paired test top-1 gaps (same subset and seed): mean, {pct} t-interval, and the "
+                    "interval adjusted across the comparison's fractions (Holm).")
+        write_table(C.crossings(gaps), tmp / "crossings", "Sign changes of the mean gap, and crossings supported by "
+                    "adjusted-significant gaps of opposite sign.", 0)
+        write_table(C.gap_trends(runs, pairs, conf), tmp / "gap_trends", "Slope of the per-seed gap per decade of "
+                    f"training images, {pct} t-interval over seeds (step-bound fractions left out).")
+        write_table(C.power_law_table(runs, conf), tmp / "power_law", "Power-law fit of test error against training "
+                    f"images, error = a n^-b + c, on runs that are not step-bound; {pct} bootstrap intervals over seeds.", 6)
     with atomic_dir(figures) as tmp:
         save_figure(data_efficiency_figure(runs, conf), tmp / "data_efficiency", runs)
+        if not gaps.empty:
+            save_figure(gaps_figure(gaps), tmp / "gaps", gaps)
     best = summary[summary["fraction"] == summary["fraction"].max()].sort_values("top1_mean").iloc[-1]
-    return (f"curves: {len(runs)} runs, {summary['model'].nunique()} models; best at full data: "
-            f"{best['model']} {best['top1_mean']:.4f} -> {figures}, {tables}")
+    flagged = int(runs["under_trained"].sum())
+    return (f"curves: {len(runs)} runs ({flagged} still improving at the end), {summary['model'].nunique()} models; "
+            f"best at full data: {best['model']} {best['top1_mean']:.4f} -> {figures}, {tables}")
+
+
+def distillation(params: Params, runs_dir: Path, tables: Path) -> str:
+    from study.analysis import agreement as A
+    from study.analysis.curves import paired_gaps
+    from study.analysis.runs import collect_runs
+    from study.io import atomic_dir
+    from study.report.tables import write_table
+
+    d, conf = params.distill, params.analysis.curves.confidence
+    if d is None or d.kind == "none":
+        raise StudyError("distillation: params has no distillation (distill.kind none); remove the stage or set distill")
+    runs = collect_runs(runs_dir)
+    students = [d.student, *(m for m in params.baselines if m != d.teacher)]
+    per_run = A.agreement_runs(runs, d.teacher, students)
+    summary = A.agreement_summary(per_run, conf)
+    whole = per_run[per_run["head"] == "model"]
+    pairs = [(d.student, other) for other in students if other != d.student]
+    gaps = paired_gaps(whole, pairs, conf, value="agreement")
+    with atomic_dir(tables) as tmp:
+        write_table(A.teacher_table(runs, d.teacher, conf), tmp / "teacher",
+                    f"The teacher ({d.teacher}) per fraction: top-1 on its own training images and on the test set.")
+        write_table(per_run, tmp / "agreement_runs", f"Test-set agreement of each run (and head) with its teacher.")
+        write_table(summary, tmp / "agreement", f"Test-set agreement with the teacher: mean and {conf:.0%} t-interval over seeds.")
+        write_table(gaps, tmp / "agreement_gaps", "Paired difference in agreement with the teacher (same subset and seed), "
+                    "Holm-adjusted across fractions.")
+    full = summary[(summary["fraction"] == summary["fraction"].max()) & (summary["head"] == "model")]
+    parts = ", ".join(f"{r.model} {r.agreement_mean:.3f}" for r in full.itertuples())
+    return f"distillation: agreement with {d.teacher} at full data: {parts} -> {tables}"
 
 
 def _analysis_images(prepared: Path, count: int) -> np.ndarray:
@@ -109,61 +143,99 @@ def _analysis_images(prepared: Path, count: int) -> np.ndarray:
 
 def cka(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: Path) -> str:
     from study import runtime
+    from study.analysis import similarity as S
     from study.analysis.plots import CKAPanel, cka_frame, cka_grid, cka_to_reference, save_figure
     from study.analysis.runs import collect_runs, load_models
-    from study.analysis.similarity import cka_study
     from study.io import atomic_dir
     from study.report.tables import write_table
 
     tic = time.perf_counter()
     device = runtime.pick_device(params.train.device)
-    a = params.analysis
-    models = load_models(collect_runs(runs_dir), a.seed, device)
+    a, conf = params.analysis, params.analysis.curves.confidence
+    runs = collect_runs(runs_dir)
+    models = {(name, fraction, seed): loaded for seed in params.seeds
+              for (name, fraction), loaded in load_models(runs, seed, device).items()}
     images = _analysis_images(prepared, a.cka.images)
-    result = cka_study(models, images, a.cka.batch_size, a.cka.kernel, a.cka.rbf_threshold, device)
-    within = [CKAPanel(m, l, l, f"{n} (within)", n, n) for n, (l, m) in result["within"].items()]
-    across = [CKAPanel(m, la, lb, f"{x} vs {y}", x, y) for (x, y), (la, lb, m) in result["across"].items()]
-    to_full = result["to_full"].rename(columns={"depth": "relative_depth"})
-    summary = (to_full.groupby(["model", "fraction"], as_index=False)["cka"].mean()
-               .rename(columns={"cka": "mean_layer_cka_to_full"}))
+    result = S.cka_study(models, images, a.cka.batch_size, a.cka.kernel, a.cka.rbf_threshold, device, params.seeds)
+    blocks = result["matrices"][a.seed]  # the heatmaps: the analysis seed's full-data models
+    within = [CKAPanel(m, la, lb, f"{x} (within)", x, y) for (x, y), (la, lb, m) in blocks.items() if x == y]
+    across = [CKAPanel(m, la, lb, f"{x} vs {y}", x, y) for (x, y), (la, lb, m) in blocks.items() if x != y]
+    to_full, ceiling = result["to_full"], result["ceiling"]
+    summary = S.to_full_summary(to_full, ceiling, conf)
+    per_seed_across = S.across_depth(result["matrices"])
+    across_summary = S.across_depth_summary(per_seed_across, ceiling, conf)
+    pct, grid = f"{conf:.0%}", len(S.DEPTH_GRID)
+    skipped = "" if len(params.seeds) > 1 else " (empty: CKA to another seed's model needs at least 2 seeds)"
     with atomic_dir(figures) as tmp:
         save_figure(cka_grid(within), tmp / "cka_within", cka_frame(within))
         save_figure(cka_grid(across), tmp / "cka_across", cka_frame(across))
         if not to_full.empty:
-            save_figure(cka_to_reference(to_full), tmp / "cka_to_full", to_full)
+            figure_data = pd.concat([to_full.assign(curve="fraction"), ceiling.assign(curve="ceiling")])
+            save_figure(cka_to_reference(to_full, ceiling), tmp / "cka_to_full", figure_data)
     with atomic_dir(tables) as tmp:
-        write_table(summary, tmp / "cka_to_full", "Mean over layers of each model's CKA to its full-data counterpart.")
-        write_table(to_full, tmp / "cka_to_full_layers", "Per-layer CKA to the full-data model of the same seed.")
+        write_table(summary, tmp / "cka_to_full",
+                    f"CKA of each model at each fraction to the full-data model of another seed, mean over "
+                    f"relative depth ({grid}-point grid), {pct} t-interval over seeds; the cross-seed ceiling "
+                    f"(full data vs full data, interval over distinct seed pairs); the gap ceiling - CKA, "
+                    f"paired by seed, Holm-adjusted over each model's fractions{skipped}.")
+        write_table(to_full, tmp / "cka_to_full_layers",
+                    f"Per-layer CKA to the full-data model of the reference seed (the next seed){skipped}.")
+        write_table(ceiling, tmp / "cka_ceiling",
+                    f"Noise ceiling: per-layer CKA between full-data models of two seeds{skipped}.")
+        write_table(per_seed_across, tmp / "cka_across_depth_seeds",
+                    "CKA between two models at matched relative depth, full data, per seed.")
+        write_table(across_summary, tmp / "cka_across_depth",
+                    f"CKA between two models at matched relative depth (full data), mean and {pct} t-interval "
+                    "over seeds, beside each model's cross-seed ceiling at that depth.")
+    note = f"{len(to_full)} layer comparisons to another seed" if not to_full.empty else "1 seed: no cross-seed CKA"
     return (f"cka: {len(models)} models, {len(images) - len(images) % a.cka.batch_size} test images, "
-            f"{len(within)} within + {len(across)} across panels in {time.perf_counter() - tic:.0f}s -> {figures}")
+            f"{len(within)} within + {len(across)} across panels, {note} in {time.perf_counter() - tic:.0f}s "
+            f"-> {figures}, {tables}")
 
 
 def attention(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: Path) -> str:
     from study import runtime
-    from study.analysis.attention_study import attention_distances, attention_maps
+    from study.analysis import attention_study as A
     from study.analysis.plots import attention_distance_plot, attention_maps_figure, attention_maps_frame, save_figure
     from study.analysis.runs import collect_runs, load_models
     from study.io import atomic_dir
     from study.report.tables import write_table
 
+    tic = time.perf_counter()
     device = runtime.pick_device(params.train.device)
-    a = params.analysis
-    models = {k: v for k, v in load_models(collect_runs(runs_dir), a.seed, device).items()
-              if hasattr(v[0], "num_prefix_tokens")}
-    if not models:
+    a, conf = params.analysis, params.analysis.curves.confidence
+    runs = collect_runs(runs_dir)
+    trained = {(name, A.TRAINED, fraction, seed): loaded for seed in params.seeds
+               for (name, fraction), loaded in load_models(runs, seed, device).items()
+               if hasattr(loaded[0], "num_prefix_tokens")}
+    if not trained:
         raise StudyError("attention: no ViT-family model among the runs; add a 'vit' or 'deit' model")
+    fractions = sorted({f for _, _, f, _ in trained})
+    smallest, full = fractions[0], fractions[-1]
+    # The baseline: each model and seed at initialisation (the same for all its fractions).
+    initial = {(name, A.INIT, float("nan"), seed): (A.initial_model(spec, device), spec)
+               for (name, _, fraction, seed), (_, spec) in trained.items() if fraction == full}
     images = _analysis_images(prepared, a.attention.images)
-    distances = attention_distances(models, images, 64, device)
-    per_layer = (distances.groupby(["model", "fraction", "layer"], as_index=False)
-                 .agg(distance=("distance", "mean"), uniform=("uniform", "first")))
-    full = max(f for _, f in models)
+    heads = A.head_statistics({**trained, **initial}, images, 64, device)
+    layers = A.layer_statistics(heads)
+    trained_layers = layers[layers["state"] == A.TRAINED]
+    per_layer = (trained_layers.groupby(["model", "fraction", "layer"], as_index=False)
+                 .agg(seeds=("seed", "size"), distance=("mean_distance", "mean"),
+                      uniform=("uniform_distance", "first")))
+    # The figure's columns, left to right: initialisation, the smallest fraction, full data.
+    shown_states = pd.concat(
+        [heads[heads["state"] == A.INIT].assign(condition="init")]
+        + [heads[(heads["state"] == A.TRAINED) & (heads["fraction"] == f)].assign(condition=f"{100 * f:g}% data")
+           for f in dict.fromkeys([smallest, full])], ignore_index=True)
     shown = images[: a.attention.show]
+    share, pct = A.LOCAL_SHARE, f"{conf:.0%}"
     with atomic_dir(figures) as tmp:
-        save_figure(attention_distance_plot(distances), tmp / "attention_distance", distances)
-        for (name, fraction), (model, spec) in models.items():
-            if fraction != full:
+        save_figure(attention_distance_plot(shown_states, columns="condition", local_share=share),
+                    tmp / "attention_distance", shown_states)
+        for (name, _, fraction, seed), (model, spec) in trained.items():
+            if fraction != full or seed != a.seed:
                 continue
-            maps = attention_maps(model, spec, shown, device)
+            maps = A.attention_maps(model, spec, shown, device)
             pictures = shown.astype(np.float32) / 255.0
             for token, m in maps["tokens"].items():
                 for block in ("first", "last"):
@@ -173,8 +245,22 @@ def attention(params: Params, runs_dir: Path, prepared: Path, figures: Path, tab
                     save_figure(fig, tmp / f"attention_maps_{name}_{token}_{block}",
                                 attention_maps_frame(m[block], m["rollout"], titles))
     with atomic_dir(tables) as tmp:
-        write_table(per_layer, tmp / "attention_distance", "Mean attention distance (pixels) per layer, averaged over heads.", 2)
-    return f"attention: {len(models)} ViT-family models, distances over {len(images)} test images -> {figures}"
+        write_table(heads, tmp / "attention_heads_seeds",
+                    "Mean attention distance (px) and entropy (nats) of every head, per run; state init = the "
+                    "run's seed before training (fraction --).", 3)
+        write_table(A.head_table(heads, conf), tmp / "attention_heads",
+                    f"Per layer, the k-th most local head (rank 0 = most local within each seed): distance "
+                    f"mean and {pct} t-interval over seeds, mean entropy; uniform-attention references.", 3)
+        write_table(A.layer_table(layers, conf), tmp / "attention_layers",
+                    f"Per layer over seeds: most local head per seed, its distance (mean, {pct} t-interval), "
+                    f"heads below {share:g} x uniform distance (mean), mean entropy ({pct} t-interval).", 3)
+        write_table(A.contrasts(layers, conf), tmp / "attention_contrasts",
+                    "Most-local-head distance at full data minus initialisation / minus the smallest fraction, "
+                    "paired by seed; intervals Holm-adjusted over each model's contrasts.", 3)
+        write_table(per_layer, tmp / "attention_distance",
+                    "Mean attention distance (pixels) per layer, averaged over heads and seeds (trained models).", 2)
+    return (f"attention: {len(trained)} ViT-family runs + {len(initial)} initialisations, distances over "
+            f"{len(images)} test images in {time.perf_counter() - tic:.0f}s -> {figures}, {tables}")
 
 
 _CONVENTION_TEXT = {
@@ -197,7 +283,8 @@ def report(params: Params, params_path: Path, lock: Path, runs_dir: Path, tables
     setup = {
         "dataset": params.data.dataset, "val_fraction": params.data.val_fraction,
         "fractions": list(params.fractions), "seeds": list(params.seeds), "batch_size": b.batch_size,
-        "convention": b.convention, "convention_text": _CONVENTION_TEXT[b.convention],
+        "convention": b.convention, "convention_text": _CONVENTION_TEXT[b.convention], "min_steps": b.min_steps,
+        "selection": {name: dict(m.selected_on_validation) for name, m in params.models.items()},
         "distill": (f"`{d.student}` learns from `{d.teacher}` trained on the same fraction and seed, "
                     f"{d.kind} distillation" + (f" (alpha {d.alpha}, tau {d.tau})" if d.kind == "soft" else ""))
         if d else "none",
@@ -223,11 +310,16 @@ def _plain(obj) -> dict:
 
 def bench(params: Params, model_keys: list[str] | None, archs: list[str] | None, image_size: int | None,
           in_chans: int | None, num_classes: int | None, batch_size: int | None, steps: int, warmup_steps: int,
-          repeats: int, workers: list[int] | None, images: int, compile_model: bool | None, out: Path) -> str:
+          repeats: int, workers: list[int] | None, images: int, compile_model: bool | None, out: Path,
+          precision: str | None = None, augment_cost: bool = False) -> str:
     from study import runtime
-    from study.bench import STUDY, BenchModel, Shape, Teacher, format_table, run_benchmark, write_csv
+    from study.bench import STUDY, STUDY_AUGMENTED, BenchModel, Shape, Teacher, format_table, run_benchmark, write_csv
     from study.config import INPUT_SHAPES, NUM_CLASSES
-    from study.train.loop import Recipe
+    from study.train.augment import Augmentation
+    from study.train.loop import Recipe, resolved_precision
+
+    def augmentation(aug) -> Augmentation:
+        return Augmentation(**{k: getattr(aug, k) for k in Augmentation.__dataclass_fields__})
 
     size, chans = INPUT_SHAPES[params.data.dataset]
     shape = Shape(image_size or size, in_chans or chans, num_classes or NUM_CLASSES[params.data.dataset])
@@ -244,18 +336,25 @@ def bench(params: Params, model_keys: list[str] | None, archs: list[str] | None,
             t = params.models[d.teacher]
             teacher = Teacher(t.arch, dict(t.arch_args), d.kind, d.alpha, d.tau)
         recipe = Recipe(**{k: getattr(m, k) for k in Recipe.__dataclass_fields__})
-        specs.append(BenchModel(key, m.arch, dict(m.arch_args), recipe, teacher))
-    specs += [BenchModel(f"{a} (defaults)" if a in keys else a, a) for a in archs or []]
+        specs.append(BenchModel(key, m.arch, dict(m.arch_args), recipe, teacher,
+                                augmentation(m.augment or params.train.augment)))
+    specs += [BenchModel(f"{a} (defaults)" if a in keys else a, a, augmentation=augmentation(params.train.augment))
+              for a in archs or []]
     device = runtime.pick_device(params.train.device)
-    aug = params.train.augment
+    precision = precision or params.train.precision
     table = run_benchmark(
         specs, shape, batch_size=batch_size or params.budget.batch_size, steps=steps, warmup_steps=warmup_steps,
-        repeats=repeats, workers=workers or [2], device=device, images=images, crop_padding=aug.crop_padding,
-        hflip=aug.hflip, compile_model=params.train.compile if compile_model is None else compile_model,
+        repeats=repeats, workers=workers or [2], device=device, images=images,
+        compile_model=params.train.compile if compile_model is None else compile_model, precision=precision,
+        augment_cost=augment_cost,
     )
     print(format_table(table))
     write_csv(table, out)
     study = table[table["path"] == STUDY]
     parts = ", ".join(f"{r.model} {r.speedup:.2f}x (MFU {100 * r.mfu:.1f}%)" for r in study.itertuples())
+    augmented = table[table["path"] == STUDY_AUGMENTED]
+    if len(augmented):
+        parts += "; heavy augmentation costs " + ", ".join(
+            f"{r.model} +{r.augment_cost_pct:.0f}%" for r in augmented.itertuples()) + " per step"
     return (f"bench: study vs fastest usual recipe on {shape.in_chans}x{shape.image_size}x{shape.image_size}, "
-            f"{device.type}: {parts} -> {out}")
+            f"{device.type}, {resolved_precision(device, precision)}: {parts} -> {out}")

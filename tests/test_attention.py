@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -244,3 +245,154 @@ def test_attention_figures_render_and_save(tmp_path, generator):
     assert len(grey.axes) == 10
     with pytest.raises(StudyError, match="titles"):
         attention_maps_figure(images, heads, rollout, ["cat"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Attention entropy
+# ---------------------------------------------------------------------------------------------------
+
+from study.analysis import attention_study as A  # noqa: E402
+from study.analysis.attention import mean_attention_entropy, uniform_attention_entropy  # noqa: E402
+
+
+def test_entropy_of_uniform_attention_is_log_n_even_with_class_token_weight():
+    tokens = 1 + 3 * 4
+    attn = torch.full((2, 3, tokens, tokens), 1.0 / tokens)  # the class token takes its share too
+    entropy = mean_attention_entropy(attn, (3, 4), num_prefix_tokens=1)
+    torch.testing.assert_close(entropy, torch.full((3,), math.log(12), dtype=torch.float64))
+    assert uniform_attention_entropy((3, 4)) == pytest.approx(math.log(12))
+
+
+def test_entropy_of_one_patch_is_zero_and_of_two_equal_patches_log_two():
+    eye = torch.eye(2 + 16).expand(1, 2, 18, 18)
+    assert torch.all(mean_attention_entropy(eye, (4, 4), num_prefix_tokens=2) == 0)
+    attn = torch.zeros(1, 1, 5, 5)  # [cls, p00, p01, p10, p11]
+    attn[0, 0, :, 0] = 0.5  # half on the class token: dropped and renormalised away
+    attn[0, 0, 1:, 1] = attn[0, 0, 1:, 4] = 0.25
+    expected = torch.tensor([math.log(2)], dtype=torch.float64)
+    torch.testing.assert_close(mean_attention_entropy(attn, (2, 2), 1), expected)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Per-head and per-layer statistics over seeds, with the initialisation baseline
+# ---------------------------------------------------------------------------------------------------
+
+
+def heads_frame(distances: dict, uniform: float = 14.0) -> pd.DataFrame:
+    """Rows of ``HEAD_COLUMNS`` from {(model, state, fraction, seed, layer): [distance of each head]}."""
+    return pd.DataFrame([
+        {"model": m, "state": st, "fraction": f, "seed": s, "layer": layer, "head": h, "distance": d,
+         "entropy": d / 10, "uniform_distance": uniform, "uniform_entropy": math.log(16)}
+        for (m, st, f, s, layer), ds in distances.items() for h, d in enumerate(ds)
+    ], columns=A.HEAD_COLUMNS)
+
+
+def test_local_heads_are_counted_below_three_quarters_of_uniform_and_the_most_local_named():
+    heads = heads_frame({("vit", A.TRAINED, 1.0, 0, 0): [10.6, 14.0, 5.0, 10.4]})  # threshold 10.5 px
+    row = A.layer_statistics(heads).iloc[0]
+    assert row["local_heads"] == 2 and row["local_threshold"] == pytest.approx(10.5)
+    assert row["most_local_head"] == 2 and row["most_local_distance"] == 5.0
+    assert row["mean_distance"] == pytest.approx(10.0) and row["heads"] == 4
+
+
+def test_heads_are_summarised_by_rank_within_each_seed_not_by_index():
+    # Head 0 is local in seed 0, head 1 in seed 1: the most local head is 3 px in both seeds.
+    heads = heads_frame({("vit", A.TRAINED, 1.0, 0, 0): [3.0, 12.0], ("vit", A.TRAINED, 1.0, 1, 0): [12.0, 3.0]})
+    table = A.head_table(heads, 0.95).set_index("head_rank")
+    assert table.loc[0, "distance_mean"] == 3.0 and table.loc[0, "distance_ci_high"] == 3.0
+    assert table.loc[1, "distance_mean"] == 12.0 and (table["seeds"] == 2).all()
+    layers = A.layer_table(A.layer_statistics(heads), 0.95).iloc[0]
+    assert layers["most_local_head"] == "0,1" and layers["most_local_distance"] == 3.0
+
+
+def test_init_rows_have_no_fraction_and_keep_their_own_group():
+    nan = float("nan")
+    heads = heads_frame({("vit", A.INIT, nan, 0, 0): [13.0, 14.0], ("vit", A.TRAINED, 1.0, 0, 0): [4.0, 14.0]})
+    layers = A.layer_statistics(heads).set_index("state")
+    assert layers.loc[A.INIT, "most_local_distance"] == 13.0 and np.isnan(layers.loc[A.INIT, "fraction"])
+    assert layers.loc[A.TRAINED, "most_local_distance"] == 4.0
+
+
+def test_contrasts_pair_by_seed_and_claim_only_clear_changes():
+    nan = float("nan")
+    distances = {}
+    for seed, noise in zip((0, 1, 2), (0.1, -0.1, 0.05)):
+        distances["vit", A.INIT, nan, seed, 0] = [13.8 + noise, 14.2]
+        distances["vit", A.TRAINED, 0.1, seed, 0] = [6.0 + noise / 2, 14.0]
+        distances["vit", A.TRAINED, 1.0, seed, 0] = [6.0 - noise / 2, 14.0]
+    table = A.contrasts(A.layer_statistics(heads_frame(distances)), 0.95).set_index("versus")
+    init, smallest = table.loc["init"], table.loc["smallest"]
+    assert init["difference"] == pytest.approx(-7.8 - 1.5 * 0.05 / 3)  # per seed: -7.8 - 1.5 * noise
+    assert bool(init["significant"]) and init["ci_high"] < 0
+    assert not bool(smallest["significant"]) and smallest["ci_low"] < 0 < smallest["ci_high"]
+    assert smallest["versus_fraction"] == 0.1 and init["seeds"] == 3
+    assert init["confidence"] > 0.95  # Holm over the model's two contrasts
+
+
+def test_initial_model_is_the_weights_the_train_stage_starts_from(tmp_path, monkeypatch):
+    """Capture the model the train stage builds (then stop it) and rebuild it from the run's spec."""
+    import yaml
+
+    from study import stages
+    from study.config import parse_params
+    from study.train import stage as train_stage_module
+
+    smoke = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml").read_text())
+    params = parse_params(smoke)
+    stages.prepare(params, tmp_path / "prepared")
+    stages.subsets(params, tmp_path / "prepared", tmp_path / "subsets")
+    built = {}
+
+    class Built(Exception):
+        pass
+
+    def capture(*args, **kwargs):
+        built["state"] = {k: v.clone() for k, v in build_model(*args, **kwargs).state_dict().items()}
+        raise Built
+
+    build_model = train_stage_module.build_model
+    monkeypatch.setattr(train_stage_module, "build_model", capture)
+    out = tmp_path / "run"
+    with pytest.raises(Built):
+        train_stage_module.train_stage(
+            params, "vit", 1.0, 1, tmp_path / "prepared", tmp_path / "subsets" / "s1" / "f1.0.npy",
+            tmp_path / "subsets" / "validation.npy", None, out / "model.pt", out / "metrics.json",
+            out / "history.csv", out / "resume.pt", out / "predictions.npy")
+    vit = params.models["vit"]
+    spec = {"arch": vit.arch, "arch_args": dict(vit.arch_args), "num_classes": 10, "image_size": 8, "in_chans": 1,
+            "seed": 1}
+    rebuilt = A.initial_model(spec, torch.device("cpu")).state_dict()
+    assert rebuilt.keys() == built["state"].keys()
+    assert all(torch.equal(rebuilt[k], built["state"][k]) for k in rebuilt)
+    other = A.initial_model({**spec, "seed": 2}, torch.device("cpu")).state_dict()
+    assert not torch.equal(other["pos_embed"], rebuilt["pos_embed"])
+
+
+def test_head_statistics_average_exactly_over_batches_and_carry_the_references():
+    from study.analysis.runs import normalised_images
+    from study.models import attention_probs, build_model
+
+    torch.manual_seed(0)
+    model = build_model("vit", 10, 8, 1, patch_size=2, embed_dim=16, depth=2, num_heads=2).eval()
+    spec = {"mean": [0.0], "std": [1.0]}
+    images = np.random.default_rng(0).integers(0, 256, size=(10, 8, 8, 1), dtype=np.uint8)
+    heads = A.head_statistics({("vit", A.TRAINED, 1.0, 0): (model, spec)}, images, 4, torch.device("cpu"))
+    assert list(heads.columns) == A.HEAD_COLUMNS and len(heads) == 2 * 2
+    with torch.no_grad():
+        attn = attention_probs(model, normalised_images(images, spec, torch.device("cpu")))  # all 10 at once
+    for layer, a in enumerate(attn):
+        rows = heads[heads["layer"] == layer].sort_values("head")
+        np.testing.assert_allclose(rows["distance"], mean_attention_distance(a, (4, 4), 2, 1).numpy(), rtol=1e-5)
+        np.testing.assert_allclose(rows["entropy"], mean_attention_entropy(a, (4, 4), 1).numpy(), rtol=1e-5)
+    assert (heads["uniform_distance"] == uniform_attention_distance((4, 4), 2)).all()
+    np.testing.assert_allclose(heads["uniform_entropy"], math.log(16))
+
+
+def test_attention_figure_facets_by_condition_in_order_with_the_local_line():
+    nan = float("nan")
+    heads = heads_frame({("vit", A.INIT, nan, 0, 0): [13.0, 14.0], ("vit", A.TRAINED, 0.1, 0, 0): [9.0, 14.0],
+                         ("vit", A.TRAINED, 1.0, 0, 0): [4.0, 14.0]})
+    heads["condition"] = ["init"] * 2 + ["10% data"] * 2 + ["100% data"] * 2
+    fig = attention_distance_plot(heads, columns="condition", local_share=0.75)
+    assert [ax.get_title() for ax in fig.axes] == ["vit · init", "vit · 10% data", "vit · 100% data"]
+    assert [line.get_ydata()[0] for line in fig.axes[0].lines] == [14.0, 10.5]

@@ -22,6 +22,7 @@ from study.bench import (STUDY, USUAL, Shape, measure_peak_flops, study_step, sy
 from study.cli import main
 from study.models import build_model
 from study.models.cost import count_parameters, forward_flops
+from study.train.augment import Augmentation
 from study.train.loop import Recipe
 from study.train.losses import LabelLoss
 
@@ -121,8 +122,9 @@ def test_study_step_trains_the_model():
     model = build_model("resnet8", 10, 8, 1, width=4)
     before = [p.detach().clone() for p in model.parameters()]
     recipe = Recipe("sgd", 0.1, 5e-4, 0.9, 0.999, 0.0, 0.0, 0.0)
-    step = study_step(model, LabelLoss(), recipe, images, labels, batch_size=8, total_steps=2, crop_padding=1,
-                      hflip=True, device=torch.device("cpu"), compile_model=False)
+    step = study_step(model, LabelLoss(), recipe, images, labels, batch_size=8, total_steps=2,
+                      augmentation=Augmentation(crop_padding=1, hflip=True), num_classes=10,
+                      device=torch.device("cpu"), compile_model=False)
     step()
     step()
     assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()) if a.ndim > 1)

@@ -351,3 +351,144 @@ def test_data_efficiency_figure_renders_one_line_per_model(rng):
     ax = fig.axes[0]
     assert len(ax.lines) == 2 and ax.get_xscale() == "log"
     assert len(ax.collections) == 4  # per model: the dots and the confidence band
+
+
+# ---------------------------------------------------------------------------------------------------
+# The CKA study: another seed's full-data model, the noise ceiling, relative depth
+# ---------------------------------------------------------------------------------------------------
+
+from study.analysis import similarity as S  # noqa: E402
+
+
+class RandomFeatures(torch.nn.Module):
+    """A stand-in model with known representations: two random tanh layers whose weights come from
+    ``weights_seed``. Two instances with the same weights_seed compute identical features."""
+
+    def __init__(self, weights_seed: int, layers: int = 3) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(weights_seed)
+        self.weights = [torch.randn(64 if i == 0 else 16, 16, generator=g) / 4 for i in range(layers)]
+
+    def representations(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        h = x.reshape(len(x), -1)  # (B, 1, 8, 8) -> (B, 64)
+        out = {}
+        for i, w in enumerate(self.weights):
+            h = torch.tanh(h @ w)
+            out[f"layer{i}"] = h
+        return out
+
+
+SPEC = {"mean": [0.0], "std": [1.0]}
+
+
+def test_reference_seed_is_the_next_seed_cyclically():
+    assert S.reference_seeds([0, 1, 2]) == {0: 1, 1: 2, 2: 0}
+    assert S.reference_seeds([7, 3]) == {7: 3, 3: 7}
+    assert S.reference_seeds([5]) == {}
+
+
+def test_to_full_compares_with_another_seeds_full_model_not_the_same_seed(rng):
+    # A fraction's model of seed s has exactly the weights of the full-data model of seed s. Compared
+    # with its own seed (the old, same-initialisation design) every layer would give CKA 1; compared with
+    # the next seed's full-data model it must give exactly that seed pair's ceiling, below 1.
+    models = {(name, f, s): (RandomFeatures(100 * s + len(name)), SPEC)
+              for name in ("a", "bb") for f in (0.5, 1.0) for s in (0, 1, 2)}
+    images = rng.integers(0, 256, size=(64, 8, 8, 1), dtype=np.uint8)
+    result = S.cka_study(models, images, 32, "linear", 1.0, torch.device("cpu"), seeds=[0, 1, 2])
+    to_full, ceiling = result["to_full"], result["ceiling"]
+    assert list(to_full.columns) == S.LAYER_COLUMNS and list(ceiling.columns) == S.CEILING_COLUMNS
+    assert len(to_full) == 2 * 3 * 3 and len(ceiling) == 2 * 3 * 3
+    assert dict(zip(to_full["seed"], to_full["reference_seed"])) == {0: 1, 1: 2, 2: 0}
+    merged = to_full.merge(ceiling, on=["model", "seed", "reference_seed", "layer"], suffixes=("", "_ceiling"))
+    np.testing.assert_allclose(merged["cka"], merged["cka_ceiling"], atol=1e-9)
+    assert to_full["cka"].max() < 0.99
+    assert sorted(to_full["relative_depth"].unique()) == [0.0, 0.5, 1.0]
+    # Within-model panels per seed: the diagonal is 1; across panels are the full-data pair of that seed.
+    for seed, blocks in result["matrices"].items():
+        assert set(blocks) == {("a", "a"), ("a", "bb"), ("bb", "bb")}
+        np.testing.assert_allclose(np.diag(blocks["a", "a"][2]), 1.0, atol=1e-9)
+
+
+def test_cka_study_with_one_seed_has_no_cross_seed_comparison(rng):
+    models = {("a", f, 0): (RandomFeatures(1), SPEC) for f in (0.5, 1.0)}
+    images = rng.integers(0, 256, size=(16, 8, 8, 1), dtype=np.uint8)
+    result = S.cka_study(models, images, 8, "linear", 1.0, torch.device("cpu"), seeds=[0])
+    assert result["to_full"].empty and result["ceiling"].empty
+    assert S.to_full_summary(result["to_full"], result["ceiling"], 0.95).empty
+    with pytest.raises(StudyError, match="full-data run"):
+        S.cka_study(models, images, 8, "linear", 1.0, torch.device("cpu"), seeds=[0, 1])
+
+
+def test_depth_mean_weighs_a_13_layer_and_a_4_layer_model_alike():
+    # One curve over depth, piecewise linear with knots at 0, 1/3, 2/3, 1 (layers of both models).
+    def curve(depth):
+        return np.interp(depth, [0, 1 / 3, 2 / 3, 1], [1.0, 0.2, 0.2, 0.2])
+
+    deep, shallow = curve(S.relative_depths(13)), curve(S.relative_depths(4))
+    assert S.depth_mean(deep) == pytest.approx(S.depth_mean(shallow), abs=1e-12)
+    assert abs(deep.mean() - shallow.mean()) > 0.04  # a plain mean over layers would not
+
+
+def test_matched_depth_reads_the_matrix_along_equal_relative_depth():
+    da, db = S.relative_depths(3), S.relative_depths(5)
+    matrix = da[:, None] + 2 * db[None, :]  # bilinear, so interpolation is exact
+    np.testing.assert_allclose(S.matched_depth(matrix), 3 * S.DEPTH_GRID, atol=1e-12)
+
+
+def _layers_frame(values: dict, depths=(0.0, 0.5, 1.0)) -> pd.DataFrame:
+    """Per-layer rows from {(model, fraction, seed, reference_seed): constant CKA over depth}."""
+    return pd.DataFrame([
+        {"model": m, "fraction": f, "seed": s, "reference_seed": r, "layer": f"l{i}", "relative_depth": d, "cka": v}
+        for (m, f, s, r), v in values.items() for i, d in enumerate(depths)
+    ])
+
+
+def test_gap_to_ceiling_is_paired_by_seed_and_holm_adjusted():
+    seeds = [0, 1, 2]
+    reference = S.reference_seeds(seeds)
+    ceiling_values = {0: 0.5, 1: 0.7, 2: 0.9}  # large spread between seed pairs ...
+    ceiling = _layers_frame({("m", 1.0, s, reference[s]): ceiling_values[s] for s in seeds}).drop(columns="fraction")
+    to_full = _layers_frame({
+        **{("m", 0.1, s, reference[s]): ceiling_values[s] - 0.1 + 0.002 * s for s in seeds},  # ... a steady gap
+        **{("m", 0.5, s, reference[s]): ceiling_values[s] + e for s, e in zip(seeds, (0.01, -0.01, 0.003))},
+    })
+    summary = S.to_full_summary(to_full, ceiling, 0.95).set_index("fraction")
+    assert list(summary["seeds"]) == [3, 3]
+    assert summary.loc[0.1, "gap_to_ceiling_mean"] == pytest.approx(0.098)
+    assert bool(summary.loc[0.1, "gap_significant"]) and not bool(summary.loc[0.5, "gap_significant"])
+    assert summary.loc[0.1, "gap_ci_low"] > 0.08  # unpaired, the ceiling's 0.5-0.9 spread would swamp it
+    assert summary.loc[0.1, "gap_confidence"] > 0.95  # Holm: two fractions tested as one family
+    assert summary.loc[0.1, "ceiling_mean"] == pytest.approx(0.7) and summary.loc[0.1, "ceiling_pairs"] == 3
+
+
+def test_two_seeds_give_one_ceiling_pair_and_no_ceiling_interval():
+    ceiling = _layers_frame({("m", 1.0, 0, 1): 0.8, ("m", 1.0, 1, 0): 0.8}).drop(columns="fraction")
+    to_full = _layers_frame({("m", 0.1, 0, 1): 0.6, ("m", 0.1, 1, 0): 0.7})
+    row = S.to_full_summary(to_full, ceiling, 0.95).iloc[0]
+    assert row["ceiling_pairs"] == 1 and np.isnan(row["ceiling_ci_low"])
+    assert row["gap_to_ceiling_mean"] == pytest.approx(0.15)
+
+
+def test_across_depth_summary_stands_beside_each_models_ceiling():
+    matrices = {s: {("a", "b"): (["x", "y"], ["p", "q", "r"], np.full((2, 3), 0.3 + 0.1 * s))} for s in (0, 1, 2)}
+    per_seed = S.across_depth(matrices)
+    assert len(per_seed) == 3 * len(S.DEPTH_GRID)
+    ceiling = pd.concat([
+        _layers_frame({(m, 1.0, 0, 1): v, (m, 1.0, 1, 2): v, (m, 1.0, 2, 0): v}).drop(columns="fraction")
+        for m, v in (("a", 0.9), ("b", 0.8))
+    ])
+    summary = S.across_depth_summary(per_seed, ceiling, 0.95)
+    np.testing.assert_allclose(summary["cka_mean"], 0.4)
+    np.testing.assert_allclose(summary["ceiling_a"], 0.9)
+    np.testing.assert_allclose(summary["ceiling_b"], 0.8)
+    assert (summary["ci_low"] < 0.4).all() and (summary["ci_high"] > 0.4).all()
+
+
+def test_cka_to_reference_draws_the_cross_seed_ceiling():
+    to_full = _layers_frame({("vit", f, s, 1 - s): 0.5 + f * 0.3 for f in (0.1, 0.5) for s in (0, 1)})
+    ceiling = _layers_frame({("vit", 1.0, s, 1 - s): 0.95 for s in (0, 1)}).drop(columns="fraction")
+    plain = cka_to_reference(to_full)
+    with_ceiling = cka_to_reference(to_full, ceiling)
+    assert len(with_ceiling.axes[0].lines) == len(plain.axes[0].lines) + 1
+    dashed = with_ceiling.axes[0].lines[-1]
+    assert dashed.get_linestyle() == "--" and np.allclose(dashed.get_ydata(), 0.95)

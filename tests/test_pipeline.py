@@ -8,7 +8,7 @@ import yaml
 from conftest import dvc
 
 FIGURES = {
-    "curves": ["data_efficiency"],
+    "curves": ["data_efficiency", "gaps"],
     "cka": ["cka_within", "cka_across", "cka_to_full"],
     "attention": ["attention_distance", "attention_maps_vit_class_first", "attention_maps_deit_distillation_last"],
 }
@@ -20,7 +20,8 @@ def test_repro_writes_every_output(smoke_study):
         for stem in stems:
             for suffix in (".png", ".pdf", ".csv"):
                 assert (reports / "figures" / folder / f"{stem}{suffix}").stat().st_size > 0, (folder, stem, suffix)
-    for table in ["curves/data_efficiency", "curves/gaps", "curves/power_law", "cka/cka_to_full",
+    for table in ["curves/data_efficiency", "curves/gaps", "curves/power_law", "curves/crossings", "curves/gap_trends",
+                  "distillation/teacher", "distillation/agreement", "distillation/agreement_gaps", "cka/cka_to_full",
                   "attention/attention_distance", "setup/models", "setup/budgets", "setup/deit_heads"]:
         assert (reports / "tables" / f"{table}.csv").is_file()
         assert "\\toprule" in (reports / "tables" / f"{table}.tex").read_text()
@@ -66,3 +67,33 @@ def test_second_repro_runs_nothing_and_one_lr_change_reruns_only_that_model(smok
     # The vit runs, and the report, whose setup section prints every model's recipe.
     expected = {f"train@vit-{f}-{s}" for f in raw["fractions"] for s in raw["seeds"]} | {"report"}
     assert changed == expected
+
+
+def test_report_claims_exactly_the_differences_its_adjusted_intervals_support(smoke_study):
+    gaps = pd.read_csv(smoke_study / "reports" / "tables" / "curves" / "gaps.csv")
+    report = (smoke_study / "reports" / "report.md").read_text()
+    findings = report.split("## Setup")[0]
+    assert (gaps["seeds"] >= 3).all() and gaps["inference"].all()  # the smoke preset has 3 seeds
+    for r in gaps.itertuples():
+        a, b = r.comparison.split(" - ")
+        where = f"at {r.train_images:,} images"
+        if r.significant:
+            winner, loser = (a, b) if r.gap_mean > 0 else (b, a)
+            assert f"{where} {winner} beats {loser} by {100 * abs(r.gap_mean):.1f} points" in findings
+        else:
+            assert f"{where} no detectable difference" in findings
+    assert "Holm-adjusted" in findings and "no inference is drawn" not in findings
+
+
+def test_runs_record_convergence_train_accuracy_and_predictions(smoke_study):
+    import numpy as np
+
+    run = smoke_study / "runs" / "deit" / "f1.0_s0"
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert set(metrics["convergence"]) == {"val_loss_change_last_quarter", "still_improving"}
+    assert 0.0 <= metrics["train_top1"] <= 1.0 and metrics["budget"]["source"] in {"epochs", "floor"}
+    predictions = np.load(run / "predictions.npy")
+    test_size = json.loads((smoke_study / "data" / "prepared" / "manifest.json").read_text())["arrays"]["test_labels"]["shape"][0]
+    assert predictions.shape == (3, test_size)  # the averaged heads, then the class and distillation heads
+    history = pd.read_csv(run / "history.csv")
+    assert len(history) == 4 and history["step"].iloc[-1] == metrics["budget"]["steps"]

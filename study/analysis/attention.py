@@ -192,3 +192,35 @@ def uniform_attention_distance(grid_size: tuple[int, int], patch_size: int) -> f
         for dc in range(-(gw - 1), gw):
             total += (gh - abs(dr)) * (gw - abs(dc)) * math.hypot(dr, dc)
     return patch_size * total / (gh * gw) ** 2
+
+
+# --------------------------------------------------------------------------------------------------
+# Attention entropy
+# --------------------------------------------------------------------------------------------------
+
+
+def mean_attention_entropy(
+    attn: Tensor, grid_size: tuple[int, int], num_prefix_tokens: int, per_image: bool = False
+) -> Tensor:
+    """Mean attention entropy in nats per head, (heads,), from one layer's (B, heads, T, T) attention.
+
+    The weights are those of :func:`mean_attention_distance`: prefix tokens dropped as queries and as
+    keys, each query's weights renormalised over the patch keys. Per query patch i the entropy is
+    ``−Σ_j p_ij log p_ij`` (with 0·log 0 = 0), then averaged over query patches (and images). Uniform
+    attention over the N patches gives log N (:func:`uniform_attention_entropy`), attention to one
+    patch 0: entropy says how spread a head is, distance how far it looks. ``per_image=True`` returns
+    (B, heads).
+    """
+    _check_tokens(attn.shape[-1], num_prefix_tokens, grid_size)
+    patches = attn.detach().to(torch.float64)[:, :, num_prefix_tokens:, num_prefix_tokens:]  # (B, H, N, N)
+    mass = patches.sum(dim=-1, keepdim=True)  # (B, H, N, 1)
+    weights = patches / mass.clamp_min(torch.finfo(torch.float64).tiny)  # rows sum to 1 (or 0)
+    per_query = -torch.special.xlogy(weights, weights).sum(dim=-1)  # (B, H, N); xlogy(0, 0) = 0
+    per_head_image = per_query.mean(dim=-1)  # (B, H)
+    return per_head_image if per_image else per_head_image.mean(dim=0)
+
+
+def uniform_attention_entropy(grid_size: tuple[int, int]) -> float:
+    """Entropy (nats) of uniform attention over the grid's N = gh·gw patches: log N."""
+    gh, gw = grid_size
+    return math.log(gh * gw)

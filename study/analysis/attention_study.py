@@ -1,13 +1,27 @@
-"""The attention study: where the ViT and the distilled ViT look, and how far.
+"""The attention study: where the ViT and the distilled ViT look, how far, and against what baseline.
 
-For one training seed and every fraction: mean attention distance per head and layer over a fixed set
-of test images (Dosovitskiy et al. 2021, Fig. 7; Raghu et al. 2021, Fig. 3, on how little data stops
-early heads from becoming local), and for the full-data models the per-head class-token attention of the
-first and last block plus attention rollout (Abnar & Zuidema 2020) on a few images, for both prefix
-tokens of the distilled ViT.
+Over a fixed set of test images, for every training seed and fraction, and for every model at
+initialisation (the seed's own weights before the first step: what an untrained network of this shape
+already does, so that "local" is judged against it and not only against uniform attention):
+
+- per head and layer, mean attention distance (Dosovitskiy et al. 2021, Fig. 7; Raghu et al. 2021,
+  Fig. 3, on how little data stops early heads from becoming local) and attention entropy;
+- per layer and seed, the most local head, the number of local heads (mean distance below
+  ``LOCAL_SHARE`` × the uniform-attention distance) and the mean entropy; intervals over seeds;
+- per layer, paired by seed, most-local-head distance at full data minus initialisation and minus the
+  smallest fraction, Holm-adjusted over all of one model's contrasts;
+
+and for the full-data models, the per-head class-token attention of the first and last block plus
+attention rollout (Abnar & Zuidema 2020) on a few images, for both prefix tokens of the distilled ViT.
+
+Heads are exchangeable: head 2 of seed 0 has no counterpart in seed 1. Summaries over seeds therefore rank
+each layer's heads by distance within every seed (rank 0 = the most local head) and average the k-th
+most local head over seeds; head indices are only ever reported per seed.
 """
 
 from __future__ import annotations
+
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -18,10 +32,23 @@ from study.analysis.attention import (
     cls_attention_maps,
     cls_rollout_map,
     mean_attention_distance,
+    mean_attention_entropy,
     uniform_attention_distance,
+    uniform_attention_entropy,
 )
+from study.analysis.inference import holm_intervals, t_interval
 from study.analysis.runs import normalised_images
-from study.models import attention_probs
+from study.models import attention_probs, build_model
+
+TRAINED, INIT = "trained", "init"  # the `state` column; initial weights have no fraction (NaN)
+# A head is "local" when its mean distance is below this share of the uniform-attention distance: a
+# quarter closer than attention spread evenly over the image.
+LOCAL_SHARE = 0.75
+# (model name, state, fraction, seed): one set of weights whose attention is measured.
+RunKey = tuple[str, str, float, int]
+HEAD_COLUMNS = ["model", "state", "fraction", "seed", "layer", "head", "distance", "entropy",
+                "uniform_distance", "uniform_entropy"]
+_RUN = ["model", "state", "fraction", "seed"]
 
 
 def _geometry(model) -> tuple[tuple[int, int], int, int]:
@@ -31,30 +58,144 @@ def _geometry(model) -> tuple[tuple[int, int], int, int]:
     return grid, int(patch), int(model.num_prefix_tokens)
 
 
+def initial_model(spec: dict, device: torch.device) -> torch.nn.Module:
+    """The weights a run started from, in eval mode: the train stage calls ``seed_everything(seed)`` right
+    before ``build_model``, so doing the same with the run's spec rebuilds them exactly."""
+    from study import runtime
+
+    runtime.seed_everything(spec["seed"])
+    model = build_model(spec["arch"], spec["num_classes"], spec["image_size"], spec["in_chans"],
+                        **spec["arch_args"])
+    return model.to(device).eval()
+
+
 @torch.no_grad()
-def attention_distances(
-    models: dict[tuple[str, float], tuple[torch.nn.Module, dict]], images: np.ndarray, batch_size: int,
+def head_statistics(
+    models: Mapping[RunKey, tuple[torch.nn.Module, dict]], images: np.ndarray, batch_size: int,
     device: torch.device,
 ) -> pd.DataFrame:
-    """Mean attention distance (pixels) per model, fraction, layer and head, plus the uniform reference."""
+    """Mean attention distance (pixels) and entropy (nats) per run, layer and head, averaged over
+    ``images`` (uint8, (N, H, W, C)), with the uniform-attention references; columns ``HEAD_COLUMNS``."""
     rows = []
-    for (name, fraction), (model, spec) in models.items():
+    for (name, state, fraction, seed), (model, spec) in models.items():
         grid, patch, prefix = _geometry(model)
-        sums = None
+        distance = entropy = 0.0
         for start in range(0, len(images), batch_size):
             x = normalised_images(images[start : start + batch_size], spec, device)
-            per_layer = [mean_attention_distance(a, grid, patch, prefix, per_image=True).sum(0)
-                         for a in attention_probs(model, x)]  # each (heads,), summed over images
-            batch = torch.stack(per_layer)  # (layers, heads)
-            sums = batch if sums is None else sums + batch
-        distances = (sums / len(images)).cpu().numpy()
-        uniform = uniform_attention_distance(grid, patch)
+            attn = attention_probs(model, x)  # per layer (B, heads, T, T)
+            # Summed over the batch's images, so the mean over all images is exact: (layers, heads).
+            distance = distance + torch.stack(
+                [mean_attention_distance(a, grid, patch, prefix, per_image=True).sum(0) for a in attn])
+            entropy = entropy + torch.stack(
+                [mean_attention_entropy(a, grid, prefix, per_image=True).sum(0) for a in attn])
+        distance = (distance / len(images)).cpu().numpy()
+        entropy = (entropy / len(images)).cpu().numpy()
+        uniform = uniform_attention_distance(grid, patch), uniform_attention_entropy(grid)
         rows += [
-            {"model": name, "fraction": fraction, "layer": layer, "head": head, "distance": float(d),
-             "uniform": uniform}
-            for layer, heads in enumerate(distances) for head, d in enumerate(heads)
+            {"model": name, "state": state, "fraction": fraction, "seed": seed, "layer": layer, "head": head,
+             "distance": float(distance[layer, head]), "entropy": float(entropy[layer, head]),
+             "uniform_distance": uniform[0], "uniform_entropy": uniform[1]}
+            for layer in range(distance.shape[0]) for head in range(distance.shape[1])
         ]
+    return pd.DataFrame(rows, columns=HEAD_COLUMNS)
+
+
+def ranked_heads(heads: pd.DataFrame) -> pd.DataFrame:
+    """``heads`` plus ``head_rank``: 0 for each run's and layer's most local head, 1 for the next, …"""
+    rank = heads.groupby([*_RUN, "layer"], dropna=False)["distance"].rank(method="first")
+    return heads.assign(head_rank=rank.astype(int) - 1)
+
+
+def layer_statistics(heads: pd.DataFrame, local_share: float = LOCAL_SHARE) -> pd.DataFrame:
+    """One row per run and layer: ``heads`` (count), ``most_local_head`` (its index in this run),
+    ``most_local_distance``, ``local_heads`` (heads below ``local_share`` × the uniform distance),
+    ``mean_distance`` and ``mean_entropy`` over heads, and the references."""
+    keys = [*_RUN, "layer"]
+    grouped = heads.groupby(keys, dropna=False, sort=True)
+    out = grouped.agg(heads=("head", "size"), mean_distance=("distance", "mean"),
+                      mean_entropy=("entropy", "mean"), uniform_distance=("uniform_distance", "first"),
+                      uniform_entropy=("uniform_entropy", "first")).reset_index()
+    most = heads.loc[grouped["distance"].idxmin()]  # same group order as `out`
+    out["most_local_head"] = most["head"].to_numpy()
+    out["most_local_distance"] = most["distance"].to_numpy()
+    is_local = heads["distance"] < local_share * heads["uniform_distance"]
+    out["local_heads"] = is_local.groupby([heads[k] for k in keys], dropna=False, sort=True).sum().to_numpy()
+    out["local_threshold"] = local_share * out["uniform_distance"]
+    return out
+
+
+def head_table(heads: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """Per model, state, fraction, layer and head rank: the k-th most local head's distance over seeds
+    (mean and t-interval) and its mean entropy, with the uniform references."""
+    rows = []
+    for (model, state, fraction, layer, rank), g in ranked_heads(heads).groupby(
+            ["model", "state", "fraction", "layer", "head_rank"], dropna=False, sort=True):
+        mean, _, half = t_interval(g["distance"], confidence)
+        rows.append({"model": model, "state": state, "fraction": fraction, "layer": layer, "head_rank": rank,
+                     "seeds": len(g), "distance_mean": mean, "distance_ci_low": mean - half,
+                     "distance_ci_high": mean + half, "entropy_mean": g["entropy"].mean(),
+                     "uniform_distance": g["uniform_distance"].iloc[0],
+                     "uniform_entropy": g["uniform_entropy"].iloc[0]})
     return pd.DataFrame(rows)
+
+
+def layer_table(layers: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """Per model, state, fraction and layer, over seeds: the most local head's distance (mean of each seed's
+    minimum over heads, t-interval), the number of local heads (mean), mean entropy (t-interval); and each
+    seed's most local head index, in seed order (heads do not correspond across seeds)."""
+    rows = []
+    for (model, state, fraction, layer), g in layers.groupby(
+            ["model", "state", "fraction", "layer"], dropna=False, sort=True):
+        g = g.sort_values("seed")
+        near, _, near_half = t_interval(g["most_local_distance"], confidence)
+        entropy, _, entropy_half = t_interval(g["mean_entropy"], confidence)
+        rows.append({
+            "model": model, "state": state, "fraction": fraction, "layer": layer, "seeds": len(g),
+            "heads": int(g["heads"].iloc[0]),
+            "most_local_head": ",".join(str(int(h)) for h in g["most_local_head"]),
+            "most_local_distance": near, "most_local_ci_low": near - near_half,
+            "most_local_ci_high": near + near_half, "local_heads": g["local_heads"].mean(),
+            "mean_distance": g["mean_distance"].mean(), "mean_entropy": entropy,
+            "entropy_ci_low": entropy - entropy_half, "entropy_ci_high": entropy + entropy_half,
+            "uniform_distance": g["uniform_distance"].iloc[0], "local_threshold": g["local_threshold"].iloc[0],
+            "uniform_entropy": g["uniform_entropy"].iloc[0], "confidence": confidence,
+        })
+    return pd.DataFrame(rows)
+
+
+CONTRAST_COLUMNS = ["model", "layer", "versus", "versus_fraction", "full_fraction", "seeds", "difference",
+                    "ci_low", "ci_high", "confidence", "p_holm", "significant"]
+
+
+def contrasts(layers: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """Most-local-head distance at full data minus initialisation (``versus`` "init") and minus the smallest
+    fraction ("smallest"), per model and layer, paired by seed (the same seed's initial weights and subset).
+
+    All of one model's contrasts form one family: the intervals are Holm-adjusted (``confidence`` is the
+    level each adjusted interval uses, ``significant`` whether it excludes 0). Negative = more local.
+    """
+    rows, samples = [], []
+    for model, mine in layers.groupby("model", sort=True):
+        trained = mine[mine["state"] == TRAINED]
+        full, smallest = trained["fraction"].max(), trained["fraction"].min()
+        baselines = [("init", mine[mine["state"] == INIT], float("nan"))]
+        if smallest < full:
+            baselines.append(("smallest", trained[trained["fraction"] == smallest], smallest))
+        at_full = trained[trained["fraction"] == full].set_index(["layer", "seed"])["most_local_distance"]
+        family = []
+        for versus, base, versus_fraction in baselines:
+            base = base.set_index(["layer", "seed"])["most_local_distance"]
+            paired = (at_full - base).dropna()  # seeds present on both sides
+            for layer, diff in paired.groupby(level="layer", sort=True):
+                family.append(diff.to_numpy())
+                rows.append({"model": model, "layer": layer, "versus": versus, "versus_fraction": versus_fraction,
+                             "full_fraction": full, "seeds": diff.size})
+        samples.append(family)
+    adjusted = [a for family in samples for a in holm_intervals(family, confidence)]
+    for row, a in zip(rows, adjusted):
+        row.update(difference=a.mean, ci_low=a.low, ci_high=a.high, confidence=a.confidence, p_holm=a.p_holm,
+                   significant=a.significant)
+    return pd.DataFrame(rows, columns=CONTRAST_COLUMNS)
 
 
 @torch.no_grad()

@@ -106,7 +106,7 @@ def data_efficiency_figure(runs: pd.DataFrame, confidence: float) -> Figure:
 
     Columns: ``model``, ``train_images``, ``test_top1`` (one row per run, seeds as repeated rows).
     """
-    from study.analysis.curves import t_interval  # the same interval as the study's tables
+    from study.analysis.inference import t_interval  # the same interval as the study's tables
 
     _require_columns(runs, {"model", "train_images", "test_top1"}, "data_efficiency_figure")
     with paper_style(grid=True):
@@ -131,7 +131,46 @@ def data_efficiency_figure(runs: pd.DataFrame, confidence: float) -> Figure:
         ax.set_xticks(sizes, [_short_count(int(size)) for size in sizes])
         ax.set_xlabel("Training images")
         ax.set_ylabel("Test top-1")
+        if "under_trained" in runs and runs["under_trained"].any():
+            flagged = runs[runs["under_trained"].astype(bool)]
+            ax.scatter(flagged["train_images"], flagged["test_top1"], s=22, facecolors="none", edgecolors="0.2",
+                       linewidths=0.6, label="still improving at the end")
         ax.legend(frameon=False, title=f"mean, {confidence:.0%} CI")
+        fig.canvas.draw()
+    return fig
+
+
+def gaps_figure(gaps: pd.DataFrame) -> Figure:
+    """Paired gaps ``a − b`` (percentage points) against training images, one panel per comparison: the mean
+    over seeds, the raw t-interval (thin) and the Holm-adjusted interval (thick); filled markers where the
+    adjusted interval excludes 0 with enough seeds to infer, hollow otherwise.
+
+    Columns: ``comparison``, ``train_images``, ``gap_mean``, ``gap_ci_low/high``, ``adj_ci_low/high``,
+    ``significant``, ``inference``.
+    """
+    _require_columns(gaps, {"comparison", "train_images", "gap_mean", "gap_ci_low", "gap_ci_high", "adj_ci_low",
+                            "adj_ci_high", "significant", "inference"}, "gaps_figure")
+    comparisons = list(dict.fromkeys(gaps["comparison"]))
+    with paper_style(grid=True):
+        fig = Figure(figsize=(DOUBLE_COLUMN_IN, 2.3), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(1, len(comparisons), sharey=True))
+        for ax, comparison in zip(axes, comparisons):
+            g = gaps[gaps["comparison"] == comparison].sort_values("train_images")
+            colour = model_colour(comparison.split(" - ")[0])
+            x, y = g["train_images"].to_numpy(float), 100 * g["gap_mean"].to_numpy(float)
+            for low, high, width in (("gap_ci_low", "gap_ci_high", 0.8), ("adj_ci_low", "adj_ci_high", 2.2)):
+                ax.vlines(x, 100 * g[low], 100 * g[high], color=colour, linewidth=width, alpha=0.6)
+            ax.plot(x, y, color=colour, linewidth=1)
+            claimed = (g["significant"] & g["inference"]).to_numpy(bool)
+            ax.scatter(x[claimed], y[claimed], s=16, color=colour, zorder=3)
+            ax.scatter(x[~claimed], y[~claimed], s=16, facecolors="white", edgecolors=[colour], zorder=3)
+            ax.axhline(0, color="0.3", linewidth=0.8)
+            ax.set_xscale("log")
+            ax.minorticks_off()
+            ax.set_xticks(x, [_short_count(int(n)) for n in x])
+            ax.set_title(comparison)
+            ax.set_xlabel("Training images")
+        axes[0].set_ylabel("Top-1 gap (points)")
         fig.canvas.draw()
     return fig
 
@@ -234,13 +273,17 @@ def _label_ticks(set_ticks, labels: Sequence[str], rotation: float, max_ticks: i
     set_ticks(positions, [str(labels[i]) for i in positions], rotation=rotation)
 
 
-def cka_to_reference(df: pd.DataFrame) -> Figure:
+def cka_to_reference(df: pd.DataFrame, ceiling: pd.DataFrame | None = None) -> Figure:
     """Per-layer CKA to the full-data model, one line per data fraction, x = relative depth.
 
     Columns: ``fraction`` (0–1], ``relative_depth`` [0, 1], ``cka``; optional ``model`` (one panel per
-    model). Several rows per point (seeds) are drawn as their mean with a min–max band.
+    model). Several rows per point (seeds) are drawn as their mean with a min–max band. ``ceiling``
+    (columns ``relative_depth``, ``cka``, optional ``model``): the same CKA between two full-data models
+    of different seeds, the noise level, drawn black and dashed with its min–max band.
     """
     _require_columns(df, {"fraction", "relative_depth", "cka"}, "cka_to_reference")
+    if ceiling is not None:
+        _require_columns(ceiling, {"relative_depth", "cka"}, "cka_to_reference (ceiling)")
     models = sorted(df["model"].unique()) if "model" in df else [None]
     fractions = sorted(df["fraction"].unique())
     colours = dict(zip(fractions, sns.color_palette("viridis", len(fractions))))
@@ -259,6 +302,9 @@ def cka_to_reference(df: pd.DataFrame) -> Figure:
                         color=colours[fraction], label=f"{fraction:.0%}")
                 ax.fill_between(stats.index, stats["min"], stats["max"],
                                 color=colours[fraction], alpha=0.2, linewidth=0)
+            if ceiling is not None:
+                _draw_ceiling(ax, ceiling if model is None or "model" not in ceiling
+                              else ceiling[ceiling["model"] == model])
             ax.set_title("" if model is None else str(model))
             ax.set_xlabel("Relative depth")
             ax.set_xlim(0, 1)
@@ -269,23 +315,39 @@ def cka_to_reference(df: pd.DataFrame) -> Figure:
     return fig
 
 
+def _draw_ceiling(ax: Axes, ceiling: pd.DataFrame) -> None:
+    if ceiling.empty:
+        return
+    stats = ceiling.groupby("relative_depth")["cka"].agg(["mean", "min", "max"])
+    ax.plot(stats.index, stats["mean"], color="black", linestyle="--", linewidth=1.0,
+            label="another seed,\nfull data")
+    ax.fill_between(stats.index, stats["min"], stats["max"], color="black", alpha=0.12, linewidth=0)
+
+
 # --------------------------------------------------------------------------------------------------
 # Attention
 # --------------------------------------------------------------------------------------------------
 
 
-def attention_distance_plot(df: pd.DataFrame, reference: float | None = None) -> Figure:
-    """Mean attention distance per head (dots) against layer, one facet per model (rows) and fraction
-    (columns) when those columns exist.
+def attention_distance_plot(
+    df: pd.DataFrame, reference: float | None = None, columns: str = "fraction",
+    local_share: float | None = None,
+) -> Figure:
+    """Mean attention distance per head (dots) against layer, one facet per model (rows) and per value
+    of the ``columns`` column (e.g. ``fraction``, or a ``condition`` such as "init" / "1% data") when
+    those columns exist.
 
-    Columns: ``layer``, ``head``, ``distance`` (pixels); optional ``model``, ``fraction``, and
-    ``uniform`` (the uniform-attention distance, drawn as a dashed line; ``reference`` is used when
-    the column is absent).
+    Columns: ``layer``, ``head``, ``distance`` (pixels); optional ``model``, ``columns``, and
+    ``uniform`` or ``uniform_distance`` (the uniform-attention distance, drawn as a dashed line;
+    ``reference`` is used when neither is present). Several seeds are several dots per head. Numeric
+    facet values are sorted and shown as data shares; others keep their order of appearance.
+    ``local_share`` adds a dotted line at that share of the uniform distance (the "local head" bar).
     """
     _require_columns(df, {"layer", "head", "distance"}, "attention_distance_plot")
     models = sorted(df["model"].unique()) if "model" in df else [None]
-    fractions = sorted(df["fraction"].unique()) if "fraction" in df else [None]
-    ncols = len(fractions)
+    facets = _facet_values(df[columns]) if columns in df else [None]
+    uniform_column = next((c for c in ("uniform", "uniform_distance") if c in df), None)
+    ncols = len(facets)
     width = SINGLE_COLUMN_IN if ncols == 1 else DOUBLE_COLUMN_IN
     panel_height = min(width / ncols, SINGLE_COLUMN_IN) * 0.8 + 0.3
     with paper_style(grid=True):
@@ -293,27 +355,33 @@ def attention_distance_plot(df: pd.DataFrame, reference: float | None = None) ->
         axes = fig.subplots(len(models), ncols, squeeze=False, sharex=True, sharey=True)
         rng = np.random.default_rng(0)  # fixed jitter: the same data give the same picture
         for r, model in enumerate(models):
-            for c, fraction in enumerate(fractions):
+            for c, facet in enumerate(facets):
                 ax = axes[r, c]
                 subset = df
                 if model is not None:
                     subset = subset[subset["model"] == model]
-                if fraction is not None:
-                    subset = subset[subset["fraction"] == fraction]
+                if facet is not None:
+                    subset = subset[subset[columns] == facet]
                 jitter = rng.uniform(-0.15, 0.15, len(subset))
                 colour = model_colour(str(model)) if model is not None else FALLBACK_COLOUR
                 ax.scatter(subset["layer"] + jitter, subset["distance"], s=14, color=colour,
-                           alpha=0.85, linewidths=0.3, edgecolors="white")
-                line = subset["uniform"].iloc[0] if "uniform" in subset and len(subset) else reference
+                           alpha=0.7, linewidths=0.3, edgecolors="white")
+                line = subset[uniform_column].iloc[0] if uniform_column and len(subset) else reference
                 if line is not None:
                     ax.axhline(line, color="0.3", linestyle="--", linewidth=0.8)
-                    if r == 0 and c == 0:  # label the reference once, not in every facet
+                    if local_share is not None:
+                        ax.axhline(local_share * line, color="0.3", linestyle=":", linewidth=0.8)
+                    if r == 0 and c == 0:  # label the references once, not in every facet
                         ax.annotate("uniform attention", (0.01, line), xycoords=("axes fraction", "data"),
                                     xytext=(0, 2), textcoords="offset points", fontsize=6, color="0.3")
+                        if local_share is not None:
+                            ax.annotate(f"{local_share:g}× uniform", (0.01, local_share * line),
+                                        xycoords=("axes fraction", "data"), xytext=(0, 2),
+                                        textcoords="offset points", fontsize=6, color="0.3")
                 title = " · ".join(
                     part for part in (
                         None if model is None else str(model),
-                        None if fraction is None else f"{fraction:.0%} data",
+                        None if facet is None else _facet_title(facet),
                     ) if part
                 )
                 ax.set_title(title)
@@ -325,6 +393,15 @@ def attention_distance_plot(df: pd.DataFrame, reference: float | None = None) ->
         axes[0, 0].xaxis.set_major_locator(MaxNLocator(integer=True))  # layers are whole numbers
         fig.canvas.draw()
     return fig
+
+
+def _facet_values(values: pd.Series) -> list:
+    unique = list(pd.unique(values.dropna()))
+    return sorted(unique) if pd.api.types.is_numeric_dtype(values) else unique
+
+
+def _facet_title(value) -> str:
+    return f"{value:.0%} data" if isinstance(value, (int, float, np.number)) else str(value)
 
 
 def attention_maps_frame(

@@ -20,12 +20,18 @@ def collect_runs(runs_dir: str | Path) -> pd.DataFrame:
     for path in sorted(Path(runs_dir).rglob("metrics.json")):
         m = json.loads(path.read_text())
         b = m["budget"]
+        # Runs written before the convergence record count as still improving: nothing shows they settled.
+        improving = bool(m.get("convergence", {}).get("still_improving", True))
+        floor = b.get("source") == "floor"
         rows.append({
             "model": m["model"], "arch": m["arch"], "fraction": m["fraction"], "seed": m["seed"],
             "train_images": b["train_images"], "steps": b["steps"], "images_seen": b["images_seen"],
             "epochs": b["epochs"], "convention": b["convention"],
             "test_top1": m["test_top1"], "test_error": 1.0 - m["test_top1"], "test_loss": m["test_loss"],
-            "val_top1": m["val_top1"],
+            "val_top1": m["val_top1"], "train_top1": m.get("train_top1", np.nan),
+            # Under-trained: validation loss still falling at the end. Step-bound: also on the min_steps
+            # floor, so more steps, not more data, would have raised it (study.train.budget).
+            "budget_source": b.get("source", "epochs"), "under_trained": improving, "step_bound": improving and floor,
             "test_top1_cls": m.get("test_top1_cls", np.nan), "test_top1_dist": m.get("test_top1_dist", np.nan),
             "params": m["params"], "train_flops": m["train_flops"], "train_seconds": m["train_seconds"],
             "throughput": m["throughput_images_per_s"], "device": m["device"], "folder": path.parent,

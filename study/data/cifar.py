@@ -7,7 +7,9 @@ come from torchvision's dataset classes so both always agree on where the files 
 
 We read the pickles ourselves instead of through ``torchvision.datasets.CIFAR10`` because that class
 md5-checks every file, which makes it unusable on small generated test files, and its errors do not say
-which file is wrong.
+which file is wrong. The pickles are read by :class:`_CifarUnpickler`, which rebuilds only what the
+release holds (numpy arrays, lists, dicts, strings): a pickle can name any importable function to call,
+and a batch file someone sent must not run code.
 """
 
 from __future__ import annotations
@@ -101,11 +103,35 @@ def _read_class_names(path: Path, key: str, num_classes: int) -> tuple[str, ...]
     return tuple(str(name) for name in names)
 
 
+class _CifarUnpickler(pickle.Unpickler):
+    """An unpickler for the CIFAR release only: dicts, lists, tuples and strings need no import, and the
+    one import allowed is what rebuilds a numpy array. Anything else a pickle names is refused unloaded."""
+
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),  # the release's (numpy 1.x) name
+        ("numpy._core.multiarray", "_reconstruct"),  # numpy 2.x's name, in pickles written again today
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("_codecs", "encode"),  # how Python 3 writes bytes (an array's buffer) at pickle protocol 2
+    }
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self.ALLOWED:
+            raise _Refused(f"{module}.{name}")
+        return super().find_class(module, name)
+
+
+class _Refused(pickle.UnpicklingError):
+    """The pickle asked for an import a CIFAR file never needs; the message is what it asked for."""
+
+
 def _read_pickle(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as file:
             # latin1 is how torchvision (and the CIFAR page) decode the Python 2 pickles of the release.
-            entry = pickle.load(file, encoding="latin1")
+            entry = _CifarUnpickler(file, encoding="latin1").load()
+    except _Refused as exc:
+        raise _corrupt(path, f"refused: its pickle asks to import {exc}, which CIFAR data never needs") from None
     except Exception as exc:  # a damaged pickle can fail with almost any exception type
         raise _corrupt(path, f"not a readable pickle ({' '.join(str(exc).split())})") from exc
     if not isinstance(entry, dict):

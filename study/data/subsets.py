@@ -9,13 +9,15 @@ within ±0.5 image of proportional, with at least one image per class.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from study.data.prepared import sha256
 from study.errors import StudyError
-from study.io import atomic_dir
+from study.io import atomic_dir, read_json, write_json
 
 
 def class_counts(n_per_class: np.ndarray, fraction: float) -> np.ndarray:
@@ -61,6 +63,7 @@ def nested_fractions(
 #   validation.npy          indices of the validation split
 #   s{seed}/f{fraction}.npy indices of each training subset, e.g. s0/f0.1.npy
 #   summary.csv             one row per (seed, fraction): images and per-class counts
+#   manifest.json           SHA-256 of every index array, by file name relative to the folder
 
 
 def subset_file(subsets_dir: str | Path, seed: int, fraction: float) -> Path:
@@ -75,26 +78,67 @@ def write_subsets(
     """Write the validation split and every seed's nested fractions; return the summary table."""
     pool, val = validation_split(labels, val_fraction, split_seed)
     num_classes = int(labels.max()) + 1
-    rows = []
+    rows, digests = [], {"validation.npy": sha256(val)}
     with atomic_dir(out_dir) as tmp:
         np.save(tmp / "validation.npy", val)
         for seed in seeds:
             for f, idx in nested_fractions(labels, pool, list(fractions), seed).items():
+                counts = np.bincount(labels[idx], minlength=num_classes)
+                _check_every_class(counts, seed, f)
                 path = subset_file(tmp, seed, f)
                 path.parent.mkdir(exist_ok=True)
                 np.save(path, idx)
-                counts = np.bincount(labels[idx], minlength=num_classes)
+                digests[path.relative_to(tmp).as_posix()] = sha256(idx)
                 rows.append(
                     {"seed": seed, "fraction": f, "images": idx.size,
                      "min_per_class": int(counts.min()), "max_per_class": int(counts.max())}
                 )
         summary = pd.DataFrame(rows)
         summary.to_csv(tmp / "summary.csv", index=False)
+        write_json(tmp / "manifest.json", {"sha256": digests})
     return summary
 
 
+def _check_every_class(counts: np.ndarray, seed: int, fraction: float) -> None:
+    """A subset lacking a class would train a model that can never predict it; stop before any training."""
+    missing = np.flatnonzero(counts == 0)
+    if missing.size:
+        raise StudyError(
+            f"seed {seed}, fraction {fraction}: class(es) {missing.tolist()} have no training image, because the "
+            "prepared training labels lack them; check data.dataset and data.root, then `dvc repro -f prepare`"
+        )
+
+
 def read_subset(path) -> np.ndarray:
+    """The indices in one file written by :func:`write_subsets`: a non-empty, strictly increasing integer
+    array, matching its digest in the folder's manifest.json (when there is one)."""
+    path = Path(path)
     try:
-        return np.load(path)
-    except (OSError, ValueError):
-        raise StudyError(f"{path}: missing or unreadable subset file; run `dvc repro subsets`") from None
+        idx = np.load(path)  # never unpickles: allow_pickle is off by default
+    except (OSError, ValueError, EOFError):  # missing, cut short, empty, or not an .npy file
+        raise _bad_subset(path, "missing, cut short or not an .npy file") from None
+    if idx.ndim != 1 or idx.dtype.kind not in "iu" or idx.size == 0:
+        raise _bad_subset(path, f"holds a {idx.dtype} array of shape {idx.shape}, not a non-empty list of indices")
+    if idx[0] < 0 or np.any(np.diff(idx) <= 0):
+        raise _bad_subset(path, "its indices are not increasing and non-negative as written (altered or corrupt)")
+    expected = _manifest_digest(path)
+    if expected is not None and sha256(idx) != expected:
+        raise _bad_subset(path, "does not match its SHA-256 in manifest.json (altered or corrupt)")
+    return idx
+
+
+def _manifest_digest(path: Path) -> str | None:
+    """The digest manifest.json records for ``path``; None for folders written before manifests existed."""
+    # validation.npy sits at the folder's top; a training subset one level down, in s<seed>/ (subset_file)
+    root = path.parent.parent if re.fullmatch(r"s\d+", path.parent.name) else path.parent
+    manifest = root / "manifest.json"
+    if not manifest.is_file():
+        return None
+    try:
+        return read_json(manifest)["sha256"].get(path.relative_to(root).as_posix())
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise _bad_subset(manifest, "not the subsets manifest (corrupt)") from None
+
+
+def _bad_subset(path: Path, problem: str) -> StudyError:
+    return StudyError(f"{path}: {problem}; run `dvc repro -f subsets` to rebuild the subsets")

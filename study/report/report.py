@@ -18,19 +18,6 @@ QUESTION = (
     "a DeiT-style ViT distilled from a CNN teacher, and a ResNet under identical budgets on nested "
     "fractions of the training set, then compare accuracy, representations (CKA) and attention."
 )
-LIMITATIONS = [
-    "Models and budgets are small so that the whole study reruns on a laptop CPU; absolute accuracies are "
-    "below the state of the art and the ranking at larger scale may differ.",
-    "Each point averages few seeds; confidence intervals use the Student t distribution over seeds and are wide.",
-    "Hyperparameters were set once for the full-data runs and kept for every fraction (no per-fraction tuning); "
-    "the budget convention across fractions is stated above and changes the small-data results.",
-    "CKA and attention are measured for one training seed, on a fixed set of test images.",
-    "The reported accuracy is the final model on the test set; the validation split is never used for selection.",
-]
-
-
-def _pct(x: float) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
 
 
 def _md_table(df: pd.DataFrame, digits: int = 4) -> str:
@@ -49,47 +36,12 @@ def _figure(path: Path, report_dir: Path, caption: str) -> str:
     return f"![{caption}]({path.relative_to(report_dir).as_posix()})\n\n*{caption}*" if path.is_file() else ""
 
 
-def findings(summary: pd.DataFrame, gaps: pd.DataFrame, crossings: pd.DataFrame, cka: pd.DataFrame | None,
-             distance: pd.DataFrame | None) -> list[str]:
-    """Plain-words statements, each computed from the tables."""
-    out = []
-    lo, hi = summary["fraction"].min(), summary["fraction"].max()
-    for fraction, word in ((lo, "smallest"), (hi, "full")):
-        at = summary[summary["fraction"] == fraction].sort_values("top1_mean", ascending=False)
-        n = int(at["train_images"].iloc[0])
-        ranking = ", ".join(f"{r.model} {_pct(r.top1_mean)}" for r in at.itertuples())
-        out.append(f"With the {word} training set ({n} images), test top-1 ranks {ranking}.")
-    for comparison, g in gaps.groupby("comparison", sort=False):
-        first, last = g.sort_values("fraction").iloc[[0, -1]].itertuples()
-        def side(r) -> str:
-            ci = "" if math.isnan(r.gap_ci_low) else f" (CI {100 * r.gap_ci_low:+.1f} to {100 * r.gap_ci_high:+.1f})"
-            return f"{100 * r.gap_mean:+.1f} points at fraction {r.fraction:g}{ci}"
-        out.append(f"Gap {comparison}: {side(first)}; {side(last)}.")
-    for r in crossings.itertuples():
-        if pd.isna(r.crossover_train_images):
-            out.append(f"The curves of {r.comparison.replace(' - ', ' and ')} do not cross in the measured range.")
-        else:
-            out.append(f"The curves of {r.comparison.replace(' - ', ' and ')} cross near "
-                       f"{int(round(r.crossover_train_images))} training images.")
-    if cka is not None and not cka.empty:
-        smallest = cka[cka["fraction"] == cka["fraction"].min()]
-        parts = ", ".join(f"{r.model} {r.mean_layer_cka_to_full:.2f}" for r in smallest.itertuples())
-        out.append(f"At fraction {smallest['fraction'].iloc[0]:g}, mean per-layer CKA to the same model trained on "
-                   f"all data is {parts} (1 = identical representations).")
-    if distance is not None and not distance.empty:
-        first = distance[distance["layer"] == 0]
-        for model, g in first.groupby("model"):
-            g = g.sort_values("fraction")
-            out.append(
-                f"{model}: first-block mean attention distance is {g['distance'].iloc[0]:.1f} px at fraction "
-                f"{g['fraction'].iloc[0]:g} and {g['distance'].iloc[-1]:.1f} px at fraction {g['fraction'].iloc[-1]:g} "
-                f"(uniform attention: {g['uniform'].iloc[0]:.1f} px); smaller means more local."
-            )
-    return out
-
-
 def _read(path: Path) -> pd.DataFrame | None:
     return pd.read_csv(path) if path.is_file() else None
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame()
 
 
 def write_report(
@@ -97,12 +49,19 @@ def write_report(
     out_tables: Path,
 ) -> tuple[str, dict]:
     """Compose ``report.md``; write the setup tables to ``out_tables``; return the text and headline metrics."""
-    summary = pd.read_csv(tables_dir / "curves" / "data_efficiency.csv")
-    gaps = pd.read_csv(tables_dir / "curves" / "gaps.csv")
-    crossings = pd.read_csv(tables_dir / "curves" / "crossover.csv")
-    fits = pd.read_csv(tables_dir / "curves" / "power_law.csv")
-    cka = _read(tables_dir / "cka" / "cka_to_full.csv")
-    distance = _read(tables_dir / "attention" / "attention_distance.csv")
+    from study.report import findings as F
+    from study.report.limitations import limitations
+    from study.report.mechanisms import attention_findings, cka_findings
+    from study.report.mechanisms import limitations as mechanism_limitations
+
+    curves = tables_dir / "curves"
+    summary, gaps = pd.read_csv(curves / "data_efficiency.csv"), pd.read_csv(curves / "gaps.csv")
+    crossings, trends = pd.read_csv(curves / "crossings.csv"), pd.read_csv(curves / "gap_trends.csv")
+    fits = pd.read_csv(curves / "power_law.csv")
+    distill = tables_dir / "distillation"
+    teacher = _read(distill / "teacher.csv")
+    agreement = _read(distill / "agreement.csv")
+    agreement_gaps = _read(distill / "agreement_gaps.csv")
 
     models = (runs.groupby("model", sort=False)
               .agg(arch=("arch", "first"), params=("params", "first"),
@@ -110,23 +69,42 @@ def write_report(
               .reset_index())
     models["train_GFLOPs_full"] = (models["train_GFLOPs_full"] / 1e9).round(1)
     budgets = (runs.groupby("fraction").agg(train_images=("train_images", "median"), steps=("steps", "first"),
-                                           images_seen=("images_seen", "first"), epochs=("epochs", "first"))
+                                           images_seen=("images_seen", "first"), epochs=("epochs", "first"),
+                                           steps_from=("budget_source", "first"),
+                                           still_improving=("under_trained", "sum"), runs=("seed", "size"))
                .reset_index())
     heads = runs.dropna(subset=["test_top1_cls"])
     head_table = (heads.groupby(["model", "fraction"], as_index=False)
                   .agg(avg=("test_top1", "mean"), cls_head=("test_top1_cls", "mean"), dist_head=("test_top1_dist", "mean")))
     write_table(models, out_tables / "models", "Models: parameters, training FLOPs at full data, median throughput.", 1)
-    write_table(budgets, out_tables / "budgets", "Identical budgets: steps and images seen per fraction, all models.", 2)
+    write_table(budgets, out_tables / "budgets", "Identical budgets: steps and images seen per fraction, all models; "
+                "what set the steps; runs still improving at the end.", 2)
     write_table(head_table, out_tables / "deit_heads", "Distilled ViT: test top-1 of the class head, the distillation head and their average.")
 
+    accuracy = [*F.seeds_statement(summary), *F.ranking(summary), *F.gap_sentences(gaps),
+                *F.crossing_sentences(crossings), *F.trend_sentences(trends)]
+    distillation = (F.distillation_sentences(teacher, agreement, agreement_gaps if agreement_gaps is not None else _empty())
+                    if teacher is not None and agreement is not None else [])
+    mechanisms = [*cka_findings(tables_dir), *attention_findings(tables_dir)]
+    limits = limitations(dataset=setup["dataset"], seeds=setup["seeds"], convention=setup["convention"],
+                         min_steps=setup["min_steps"], runs=runs, selection=setup["selection"])
+    limits += mechanism_limitations(tables_dir)
+
     fig = lambda *parts: figures_dir.joinpath(*parts)  # noqa: E731
+    bullets = lambda sentences: [f"- {s}" for s in sentences]  # noqa: E731
     lines = [
         "# When does a Vision Transformer beat a CNN?",
         "",
         "*Generated by `study report` from the outputs of `dvc repro`; do not edit by hand.*",
         "",
         "## Question", "", QUESTION, "",
-        "## Findings", "", *[f"- {s}" for s in findings(summary, gaps, crossings, cka, distance)], "",
+        "## Findings", "",
+        "### Accuracy against training-set size", "", *bullets(accuracy), "",
+        "### Convergence", "", *bullets(F.convergence_sentences(runs)), "",
+    ]
+    if distillation:
+        lines += ["### Distillation", "", *bullets(distillation), ""]
+    lines += ["### Representations and attention", "", *bullets(mechanisms), "",
         "## Setup", "",
         f"- Dataset: **{setup['dataset']}**; validation split {setup['val_fraction']:.0%} of the training set "
         f"(stratified); the test set is used only for the final numbers.",
@@ -138,29 +116,50 @@ def write_report(
         "Recipes (from `params.yaml`):", "", "```yaml", setup["recipes"].rstrip(), "```", "",
         "## Data efficiency", "",
         _figure(fig("curves", "data_efficiency.png"), report_dir,
-                "Test accuracy and error against training images (log scale); bands: CI over seeds."), "",
-        _md_table(summary[["model", "fraction", "train_images", "seeds", "top1_mean", "top1_ci_low", "top1_ci_high"]]), "",
-        "Paired gaps (same subset and seed):", "", _md_table(gaps), "",
-        "Power-law fits, error ≈ a·n^(−b) + c:", "", _md_table(fits), "",
+                "Test accuracy against training images (log scale); bands: t-interval over seeds; ringed: runs "
+                "still improving at the end."), "",
+        _md_table(summary[["model", "fraction", "train_images", "seeds", "top1_mean", "top1_ci_low", "top1_ci_high",
+                           "train_top1_mean", "under_trained"]]), "",
+        _figure(fig("curves", "gaps.png"), report_dir,
+                "Paired gaps: thin bars raw t-intervals, thick bars Holm-adjusted; filled where a difference is claimed."), "",
+        "Paired gaps (same subset and seed); `adj_*`: Holm-adjusted across the comparison's fractions:", "",
+        _md_table(gaps[["comparison", "train_images", "seeds", "gap_mean", "gap_ci_low", "gap_ci_high", "adj_ci_low",
+                        "adj_ci_high", "p_holm", "significant", "under_trained_a", "under_trained_b"]]), "",
+        "Gap trends per tenfold more training data:", "", _md_table(trends), "",
+        "Power-law fits, error ≈ a·n^(−b) + c, runs that are not step-bound; bootstrap intervals over seeds:", "",
+        _md_table(fits[["model", "a", "b", "b_ci_low", "b_ci_high", "c", "c_ci_low", "c_ci_high", "c_on_bound",
+                        "rmse", "runs_used", "runs_step_bound"]]), "",
     ]
     if not head_table.empty:
         lines += ["Distilled ViT, each head alone and their average (DeiT Table 3):", "", _md_table(head_table), ""]
-    lines += [
-        "## Representations (CKA)", "",
-        _figure(fig("cka", "cka_within.png"), report_dir, "Linear CKA between layers within each model (full data)."), "",
-        _figure(fig("cka", "cka_across.png"), report_dir, "Linear CKA between layers of different models (full data)."), "",
-        _figure(fig("cka", "cka_to_full.png"), report_dir, "Per-layer CKA of each model to its own full-data counterpart."), "",
-    ]
-    if cka is not None:
-        lines += [_md_table(cka), ""]
-    lines += [
-        "## Attention", "",
-        _figure(fig("attention", "attention_distance.png"), report_dir,
-                "Mean attention distance per head against depth; dashed: uniform attention."), "",
-    ]
+    if teacher is not None:
+        lines += ["## Distillation", "", "The teacher's accuracy on its own training images and on the test set:", "",
+                  _md_table(teacher), "", "Test-set agreement with the teacher (DeiT Table 4):", "", _md_table(agreement), ""]
+    lines += ["## Representations (CKA)", ""]
+    for stem, caption in (("cka_within", "Linear CKA between layers within each model (full data, analysis seed)."),
+                          ("cka_across", "Linear CKA between layers of different models (full data, analysis seed)."),
+                          ("cka_to_full", "Per-layer CKA to a full-data model of another seed; dashed: the cross-seed "
+                                          "ceiling (full data vs full data, another seed).")):
+        lines += [_figure(fig("cka", f"{stem}.png"), report_dir, caption), ""]
+    cka = _read(tables_dir / "cka" / "cka_to_full.csv")
+    if cka is not None and not cka.empty:
+        lines += ["CKA to a full-data model of another seed, mean over relative depth, beside the cross-seed ceiling; "
+                  "gap = ceiling − CKA, paired by seed, Holm-adjusted:", "",
+                  _md_table(cka[["model", "fraction", "seeds", "mean_cka", "ci_low", "ci_high", "ceiling_mean",
+                                 "gap_to_ceiling_mean", "gap_ci_low", "gap_ci_high", "gap_significant"]], 3), ""]
+    lines += ["## Attention", "",
+              _figure(fig("attention", "attention_distance.png"), report_dir,
+                      "Mean attention distance per head against depth, trained and at initialisation; dashed: uniform attention."), ""]
+    layers = _read(tables_dir / "attention" / "attention_layers.csv")
+    if layers is not None and not layers.empty:
+        lines += ["Per layer: the most local head (mean over seeds of each seed's smallest head distance, px), heads "
+                  "below 0.75× the uniform distance, and mean attention entropy (nats), trained and at initialisation:", "",
+                  _md_table(layers[["model", "state", "fraction", "layer", "seeds", "most_local_distance",
+                                    "most_local_ci_low", "most_local_ci_high", "local_heads", "mean_entropy",
+                                    "uniform_distance", "uniform_entropy"]], 2), ""]
     for png in sorted(fig("attention").glob("attention_maps_*.png")):
         lines += [_figure(png, report_dir, png.stem.replace("_", " ")), ""]
-    lines += ["## Limitations", "", *[f"- {s}" for s in LIMITATIONS], "",
+    lines += ["## Limitations", "", *bullets(limits), "",
               "## Provenance", "",
               f"- Code: commit `{prov['git_commit']}`{' (with uncommitted changes)' if prov['git_dirty'] else ''}",
               f"- `dvc.lock` SHA-256 `{prov['dvc_lock_sha256']}`; `params.yaml` SHA-256 `{prov['params_sha256']}`",
@@ -179,5 +178,7 @@ def headline_metrics(summary: pd.DataFrame, gaps: pd.DataFrame) -> dict:
         out.setdefault(r.model, {})[f"top1_{key}"] = round(float(r.top1_mean), 4)
     for r in gaps[gaps["fraction"].isin([lo, hi])].itertuples():
         key = "full" if r.fraction == hi else "smallest"
-        out.setdefault("gaps", {}).setdefault(r.comparison.replace(" ", ""), {})[key] = round(float(r.gap_mean), 4)
+        entry = out.setdefault("gaps", {}).setdefault(r.comparison.replace(" ", ""), {})
+        entry[key] = round(float(r.gap_mean), 4)
+        entry[f"{key}_significant"] = bool(r.significant and r.inference)
     return out

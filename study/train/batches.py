@@ -1,9 +1,9 @@
 """The fast data path: a split lives on the device as one uint8 tensor; batches are index slices.
 
 No DataLoader and no per-image Python: each step draws a fixed-size batch of indices, gathers the
-images in one indexing op and augments the whole batch at once on the device (random crop with zero
-padding, optional horizontal flip, per-channel normalisation). The order and the augmentation of step
-``s`` are pure functions of ``(seed, s)``, so a resumed run sees exactly the batches it would have seen.
+images in one indexing op, and augments and normalises the whole batch at once on the device
+(:mod:`study.train.augment`). The order and the augmentation of step ``s`` are pure functions of
+``(seed, s)``, so a resumed run sees exactly the batches it would have seen.
 """
 
 from __future__ import annotations
@@ -12,14 +12,20 @@ import functools
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-# Distinct streams for the data order and the augmentation draws of one seed.
-_ORDER, _AUGMENT = 0, 1
+# The stream of the data order (stream 1 was the augmentation's, now in study.train.augment).
+_ORDER = 0
 
 
 def _generator(seed: int, stream: int, counter: int) -> torch.Generator:
-    return torch.Generator().manual_seed(((seed * 2 + stream) << 32) + counter)
+    """A generator for ``(seed, stream, counter)``, distinct for every triple.
+
+    torch's CPU generator keeps only the low 32 bits of its seed (its Mersenne twister is seeded with a
+    uint32), so packing the training seed into high bits gave every seed the same data order. NumPy's
+    SeedSequence hashes the whole triple into one 32-bit word instead.
+    """
+    word = np.random.SeedSequence([seed, stream, counter]).generate_state(1)[0]
+    return torch.Generator().manual_seed(int(word))
 
 
 class DeviceSplit:
@@ -68,22 +74,3 @@ def normalise(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> to
     x = (images.float() / 255.0 - mean) / std  # (B, H, W, C); mean/std broadcast over C
     return x.permute(0, 3, 1, 2)  # (B, C, H, W) view with NHWC strides, i.e. channels_last
 
-
-def augment(
-    images: torch.Tensor, seed: int, step: int, crop_padding: int, hflip: bool
-) -> torch.Tensor:
-    """Random crop (after zero padding) and horizontal flip of a uint8 batch (B, H, W, C)."""
-    batch, height, width, _ = images.shape
-    gen = _generator(seed, _AUGMENT, step)
-    if crop_padding:
-        p = crop_padding
-        padded = F.pad(images, (0, 0, p, p, p, p))  # (B, H+2p, W+2p, C): pads W then H, not C
-        oy, ox = torch.randint(0, 2 * p + 1, (2, batch, 1), generator=gen).to(images.device)
-        rows = oy + torch.arange(height, device=images.device)  # (B, H)
-        cols = ox + torch.arange(width, device=images.device)  # (B, W)
-        b = torch.arange(batch, device=images.device)[:, None, None]  # (B, 1, 1)
-        images = padded[b, rows[:, :, None], cols[:, None, :]]  # (B, H, W, C)
-    if hflip:
-        flip = (torch.rand(batch, generator=gen) < 0.5).to(images.device)[:, None, None, None]
-        images = torch.where(flip, images.flip(2), images)  # dim 2 is W in (B, H, W, C)
-    return images

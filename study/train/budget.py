@@ -7,6 +7,11 @@ convention is a parameter and every run records it:
   so tiny subsets still get enough updates to converge (the ViT paper keeps hyperparameters fixed).
 - ``images``: every fraction sees as many images as the full-data run, i.e. ``epochs / f`` passes over
   its data (ConViT, d'Ascoli et al. 2021, Table 2).
+
+Every budget records its ``source``: ``floor`` when ``min_steps`` set the step count (the data alone would
+have asked for fewer), otherwise the convention's name. A run on the floor whose validation loss was still
+falling at the end is *step-bound*: more steps, not more data, would have raised it (see
+``study.analysis.runs``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ class Budget:
     batch_size: int
     steps: int
     train_images: int  # size of the training subset
+    source: str = "epochs"  # what set `steps`: "epochs", "images" or "floor" (min_steps)
 
     @property
     def images_seen(self) -> int:
@@ -43,9 +49,10 @@ def plan_budget(
 ) -> Budget:
     """Steps for a subset of ``train_images`` when the full training set has ``full_images``."""
     if convention == "images":
-        steps = math.ceil(epochs * full_images / batch_size)
+        steps, source = math.ceil(epochs * full_images / batch_size), "images"
     elif convention == "epochs":
-        steps = max(min_steps, math.ceil(epochs * train_images / batch_size))
+        by_data = math.ceil(epochs * train_images / batch_size)
+        steps, source = (min_steps, "floor") if min_steps > by_data else (by_data, "epochs")
     else:
         raise ValueError(f"unknown budget convention {convention!r}")
-    return Budget(convention=convention, batch_size=batch_size, steps=steps, train_images=train_images)
+    return Budget(convention=convention, batch_size=batch_size, steps=steps, train_images=train_images, source=source)

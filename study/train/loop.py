@@ -8,6 +8,7 @@ exactly, and finally score the test set once with the final weights (no test-set
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import math
@@ -24,17 +25,22 @@ from tqdm import tqdm
 
 from study.errors import StudyError
 from study.io import atomic_path, write_json
-from study.train.artifacts import save_atomic, save_trained
-from study.train.batches import BatchOrder, DeviceSplit, augment, channel_stats, normalise
+from study.train.artifacts import CorruptCheckpoint, read_checkpoint, save_atomic, save_trained
+from study.train.augment import Augmentation, BatchAugment
+from study.train.batches import BatchOrder, DeviceSplit, channel_stats, normalise
 from study.train.budget import Budget
+from study.train.convergence import convergence
 from study.train.schedule import lr_at
 
 # Parameters exempt from weight decay besides biases and norm weights (all 1-D): ViT's learned tokens
 # and position embeddings (as in timm's `no_weight_decay`).
 _NO_DECAY_NAMES = ("cls_token", "dist_token", "pos_embed")
-# Validation evaluations per run, at most: enough for a coarse learning curve; each costs a pass over
-# the validation split, which would dominate the short runs of the small fractions if done every epoch.
-_HISTORY_POINTS = 2
+# Validation evaluations per run, evenly spaced: a coarse learning curve whose last two points span the last
+# quarter of the steps, for the convergence check (study.train.convergence). Each is one validation pass.
+_HISTORY_POINTS = 4
+# Training images scored after training (the subset's first ones, unaugmented): the train-test gap and
+# whether a teacher's labels on its own training data differ from the truth, at a bounded cost.
+_TRAIN_SCORE_IMAGES = 5000
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,7 @@ class RunPaths:
     metrics: Path  # metrics.json
     history: Path  # history.csv, one row per validation point
     resume: Path  # resume state, rewritten every `checkpoint_every` steps
+    predictions: Path  # predictions.npy: test-set argmax, int16 (rows, N); row 0 the model's, then each head's
 
 
 def make_optimizer(model: nn.Module, recipe: Recipe, fused: bool) -> torch.optim.Optimizer:
@@ -74,9 +81,13 @@ def make_optimizer(model: nn.Module, recipe: Recipe, fused: bool) -> torch.optim
 @torch.no_grad()
 def evaluate(
     model: nn.Module, split: DeviceSplit, mean: torch.Tensor, std: torch.Tensor, batch_size: int,
-    channels_last: bool, autocast: contextlib.AbstractContextManager,
+    channels_last: bool, autocast: contextlib.AbstractContextManager, predictions: list | None = None,
 ) -> dict[str, float]:
-    """Loss and top-1 on a split; for a two-head model also each head's top-1 alone."""
+    """Loss and top-1 on a split; for a two-head model also each head's top-1 alone.
+
+    ``predictions``, if given, receives per batch the argmax rows ``(1 + heads, B)``: the model's prediction,
+    then each head's for a two-head model.
+    """
     was_training = model.training
     model.eval()
     totals: dict[str, torch.Tensor] = {}
@@ -96,6 +107,9 @@ def evaluate(
         if len(heads) == 2:
             add("top1_cls", (heads[0].argmax(1) == y).sum())
             add("top1_dist", (heads[1].argmax(1) == y).sum())
+        if predictions is not None:
+            rows = [logits] + (heads if len(heads) == 2 else [])
+            predictions.append(torch.stack([r.argmax(1) for r in rows]))  # (1 + heads, B)
     model.train(was_training)
     return {k: float(v) / len(split) for k, v in totals.items()}
 
@@ -104,37 +118,56 @@ def _to_input(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
     return x.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
 
 
+def resolved_precision(device: torch.device, precision: str) -> str:
+    """``train.precision`` on ``device``: "bf16" or "fp32".
+
+    ``auto`` autocasts on GPU only: CPU bf16 kernels are slower than float32 on most CPUs and would change
+    the numbers of the reference float32 path; ``bf16`` forces autocast on CPU too (the CI test of the GPU path).
+    """
+    if precision not in ("auto", "bf16", "fp32"):
+        raise ValueError(f"precision must be 'auto', 'bf16' or 'fp32', not {precision!r}")
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
+
+
+def autocast_for(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """The context every forward pass runs in: bf16 autocast on ``device``'s type, or nothing (float32)."""
+    if resolved_precision(device, precision) == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 class TrainStep:
     """One optimiser step of the study, as a function of the step number: the whole hot path.
 
-    Batch ``step`` is gathered from the device-resident split, augmented and normalised there, the lr
-    set from the schedule, then forward (bf16 autocast on GPU), loss, backward, optional gradient
+    Batch ``step`` is gathered from the device-resident split, augmented and normalised there by
+    ``augment`` (which also turns the labels into the loss's targets: soft ones under Mixup/CutMix), the lr
+    set from the schedule, then forward (under :func:`autocast_for`), loss, backward, optional gradient
     clipping and the optimiser update. No host sync happens inside. ``train_run`` calls it, and so does
     ``study bench``, so the benchmark times exactly the step that trains the study's models.
     """
 
     def __init__(self, model: nn.Module, loss_fn: nn.Module, recipe: Recipe, split: DeviceSplit,
-                 mean: torch.Tensor, std: torch.Tensor, total_steps: int, batch_size: int, seed: int,
-                 crop_padding: int, hflip: bool, device: torch.device, channels_last: bool,
-                 compile_model: bool) -> None:
+                 augment: BatchAugment, total_steps: int, batch_size: int, seed: int, device: torch.device,
+                 channels_last: bool, compile_model: bool, precision: str) -> None:
         on_gpu = device.type == "cuda"
         self.model, self.loss_fn, self.recipe, self.split = model, loss_fn, recipe, split
-        self.mean, self.std, self.total_steps, self.seed = mean, std, total_steps, seed
-        self.crop_padding, self.hflip, self.device, self.channels_last = crop_padding, hflip, device, channels_last
+        self.augment, self.total_steps, self.seed = augment, total_steps, seed
+        self.device, self.channels_last = device, channels_last
         self.optimizer = make_optimizer(model, recipe, fused=on_gpu)
         self.forward = torch.compile(model) if compile_model else model
-        # bf16 autocast on GPU only: CPU bf16 kernels are slower than float32 on most CPUs and would change
-        # numbers between CPU runs and the reference float32 path.
-        self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_gpu else contextlib.nullcontext()
+        self.compiled = compile_model
+        self.precision = resolved_precision(device, precision)  # "bf16" or "fp32", as recorded in metrics
+        self.autocast = autocast_for(device, precision)
         self.order = BatchOrder(len(split), batch_size, seed)
         self.warmup_steps = math.ceil(recipe.warmup * total_steps)
 
     def __call__(self, step: int) -> torch.Tensor:
         """Take optimiser step ``step``; return its loss (a detached scalar on the device)."""
         idx = self.order.indices(step).to(self.device)
-        images = augment(self.split.images[idx], self.seed, step, self.crop_padding, self.hflip)
-        x = _to_input(normalise(images, self.mean, self.std), self.channels_last)  # (B, C, H, W)
-        y = self.split.labels[idx]
+        x, y = self.augment(self.split.images[idx], self.split.labels[idx], self.seed, step)
+        x = _to_input(x, self.channels_last)  # (B, C, H, W); y: labels (B,) or soft targets (B, classes)
         for group in self.optimizer.param_groups:
             group["lr"] = lr_at(step, self.total_steps, self.recipe.lr, self.warmup_steps)
         with self.autocast:
@@ -162,12 +195,12 @@ def train_run(
     validation: tuple[np.ndarray, np.ndarray],
     test: tuple[np.ndarray, np.ndarray],
     seed: int,
-    crop_padding: int,
-    hflip: bool,
+    augmentation: Augmentation,
     device: torch.device,
     loss_fn: nn.Module,
     channels_last: bool,
     compile_model: bool,
+    precision: str,
     eval_batch_size: int,
     checkpoint_every: int,
     fingerprint: str,
@@ -186,10 +219,12 @@ def train_run(
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     loss_fn = loss_fn.to(device)
-    train_step = TrainStep(model, loss_fn, recipe, train_split, mean, std, budget.steps, budget.batch_size, seed,
-                           crop_padding, hflip, device, channels_last, compile_model)
+    image_size = tuple(train[0].shape[1:3])  # (H, W) of the (N, H, W, C) images
+    augment = BatchAugment(augmentation, mean, std, spec["num_classes"], image_size)
+    train_step = TrainStep(model, loss_fn, recipe, train_split, augment, budget.steps, budget.batch_size, seed,
+                           device, channels_last, compile_model, precision)
     optimizer, autocast = train_step.optimizer, train_step.autocast
-    eval_every = max(budget.steps_per_epoch, math.ceil(budget.steps / _HISTORY_POINTS))
+    eval_every = math.ceil(budget.steps / _HISTORY_POINTS)
 
     state = _load_resume(paths.resume, fingerprint, model, optimizer, device)
     step, history = state["step"], state["history"]
@@ -226,11 +261,21 @@ def train_run(
             tic = time.perf_counter()
     progress.close()
 
-    test_scores = evaluate(model, test_split, mean, std, eval_batch_size, channels_last, autocast)
+    predictions: list[torch.Tensor] = []
+    test_scores = evaluate(model, test_split, mean, std, eval_batch_size, channels_last, autocast, predictions)
+    scored = DeviceSplit(train[0][:_TRAIN_SCORE_IMAGES], train[1][:_TRAIN_SCORE_IMAGES], device)
+    train_scores = evaluate(model, scored, mean, std, eval_batch_size, channels_last, autocast)
     save_trained(paths.checkpoint, model, spec)
+    with atomic_path(paths.predictions) as tmp, tmp.open("wb") as file:
+        np.save(file, torch.cat(predictions, dim=1).to(torch.int16).cpu().numpy())  # (1 + heads, N)
     with atomic_path(paths.history) as tmp:
         pd.DataFrame(history).to_csv(tmp, index=False)
-    metrics = _metrics(spec, budget, test_scores, history, train_seconds, device)
+    metrics = _metrics(spec, budget, test_scores, history, train_seconds, device,
+                       train_step.precision, train_step.compiled)
+    metrics["train_top1"] = round(train_scores["top1"], 6)  # on the subset's first images, unaugmented
+    metrics["train_scored_images"] = len(scored)
+    metrics["augment"] = augmentation.as_dict()
+    metrics["convergence"] = convergence(history)
     write_json(paths.metrics, metrics)
     # The resume state now equals the final model; keeping it would let a rerun with the same settings
     # skip training, but DVC reruns a stage only when something changed, so it is dropped to save space.
@@ -264,7 +309,7 @@ def _history_row(step, budget: Budget, train_loss, val, optimizer, train_seconds
     }
 
 
-def _metrics(spec, budget: Budget, test, history, train_seconds, device) -> dict:
+def _metrics(spec, budget: Budget, test, history, train_seconds, device, precision: str, compiled: bool) -> dict:
     last = history[-1]
     metrics = {
         "model": spec["model_name"],
@@ -284,6 +329,8 @@ def _metrics(spec, budget: Budget, test, history, train_seconds, device) -> dict
         "train_seconds": round(train_seconds, 3),
         "throughput_images_per_s": round(budget.images_seen / max(train_seconds, 1e-9), 1),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "precision": precision,  # of the forward passes: "bf16" (autocast) or "fp32"
+        "compiled": compiled,
         "torch": torch.__version__,
     }
     if "top1_cls" in test:
@@ -310,18 +357,40 @@ def _save_resume(path, fingerprint, model, optimizer, step, history, loss_sum, l
     save_atomic(state, path)
 
 
+# The resume state's scalars and their types, as _save_resume writes them.
+_RESUME_FIELDS = {"step": int, "history": list, "loss_sum": float, "loss_steps": int, "train_seconds": float}
+
+
 def _load_resume(path: Path, fingerprint: str, model, optimizer, device) -> dict:
+    """The state saved at ``path`` by a run with the same ``fingerprint``, restored into ``model``,
+    ``optimizer`` and torch's RNG; otherwise a fresh start. A damaged or malformed file is discarded with a
+    message, never trusted: it is read with ``weights_only`` (no code runs) after a CRC check, and a state
+    that does not fit the model leaves the model and optimizer as they were."""
     fresh = {"step": 0, "history": [], "loss_sum": 0.0, "loss_steps": 0, "train_seconds": 0.0}
     if not path.is_file():
         return fresh
     try:
-        state = torch.load(path, map_location=device, weights_only=False)
-    except Exception:
-        print(f"{path}: unreadable resume state; starting from scratch")
-        return fresh
-    if state.get("fingerprint") != fingerprint or "model" not in state:
-        return fresh
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["torch_rng"])
+        state = read_checkpoint(path, device)
+    except CorruptCheckpoint as exc:
+        return _discard_resume(path, str(exc), fresh)
+    if not isinstance(state, dict) or state.get("fingerprint") != fingerprint or "model" not in state:
+        return fresh  # another run's state, or a finished one's: nothing to resume
+    wrong = [k for k, kind in _RESUME_FIELDS.items() if not isinstance(state.get(k), kind)]
+    if wrong:
+        return _discard_resume(path, f"missing or mistyped {', '.join(wrong)}", fresh)
+    model_before = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer_before = copy.deepcopy(optimizer.state_dict())
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        model.load_state_dict(model_before)  # a failed load may have copied some tensors already
+        optimizer.load_state_dict(optimizer_before)
+        return _discard_resume(path, f"it does not fit this model: {' '.join(str(exc).split())[:160]}", fresh)
     return state
+
+
+def _discard_resume(path: Path, reason: str, fresh: dict) -> dict:
+    print(f"{path}: unreadable resume state ({reason}); discarding it and starting from scratch")
+    return fresh

@@ -9,6 +9,11 @@ every other model; only the loss differs. Definitions follow DeiT (Touvron et al
   divides a summed KL by batch × classes instead, which is the same loss scaled by 1/classes).
 
 The teacher is frozen: eval mode, no gradients, and it sees exactly the student's augmented batch.
+
+Targets are class indices ``(B,)`` or, under Mixup/CutMix, class probabilities ``(B, classes)`` (see
+:mod:`study.train.augment`). Both go to ``nn.CrossEntropyLoss``, which smooths either kind as
+``(1 − ε)·target + ε/classes`` (timm's ``mixup_target`` gives the same). The distillation token's target is the
+teacher's argmax on the same (mixed) image and is never smoothed, as in DeiT and timm.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import torch.nn.functional as F
 
 
 class LabelLoss(nn.Module):
-    """Cross-entropy on the labels (with optional label smoothing)."""
+    """Cross-entropy on the labels, hard ``(B,)`` or soft ``(B, classes)``, with optional label smoothing."""
 
     def __init__(self, label_smoothing: float = 0.0):
         super().__init__()

@@ -1,0 +1,117 @@
+"""Statistics over training seeds: the rules that decide what the report may claim.
+
+Seeds are the unit of replication: each seed draws its own nested subsets, initialisation and data order, so
+a per-seed difference between two models (same subset, same seed) is one paired observation.
+
+- :func:`t_interval` — Student-t interval of a mean over seeds.
+- :func:`holm_intervals` — a family of paired comparisons (one comparison at every fraction) with Holm's
+  step-down correction (Holm 1979), reported as intervals: the hypothesis ranked ``j`` (by p-value) among
+  ``K`` gets the confidence level Holm tests it at, ``1 − α/(K − j + 1)``; from the first hypothesis Holm does
+  not reject onward, every remaining one gets that step's level. An interval then excludes 0 exactly when
+  Holm rejects, because a two-sided t-test rejects at level ``a`` exactly when the ``1 − a`` t-interval
+  excludes 0.
+- :data:`MIN_SEEDS` — fewer seeds than this and the report describes, never infers: with two seeds the
+  t-interval has one degree of freedom (t₀.₉₇₅ = 12.7) and a zero spread gives a zero-width interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+MIN_SEEDS = 3
+
+
+def t_interval(values, confidence: float) -> tuple[float, float, float]:
+    """Mean, sample std and the half-width of a Student-t interval; std and half-width are NaN for one value."""
+    values = np.asarray(values, dtype=float)
+    mean = float(values.mean())
+    if values.size < 2:
+        return mean, float("nan"), float("nan")
+    sd = float(values.std(ddof=1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df=values.size - 1) * sd / np.sqrt(values.size))
+    return mean, sd, half
+
+
+def t_test_p(values) -> float:
+    """Two-sided one-sample t-test p-value of mean = 0; NaN below 2 values, 1 when all values are 0.
+
+    With a zero spread and a non-zero mean the test statistic is infinite; p is then 0.
+    """
+    values = np.asarray(values, dtype=float)
+    if values.size < 2:
+        return float("nan")
+    sd = values.std(ddof=1)
+    if sd == 0:
+        return 1.0 if values.mean() == 0 else 0.0
+    t = values.mean() / (sd / np.sqrt(values.size))
+    return float(2 * stats.t.sf(abs(t), df=values.size - 1))
+
+
+@dataclass(frozen=True)
+class Adjusted:
+    """One comparison of a Holm family: mean, adjusted interval and p-value, and whether it is significant."""
+
+    mean: float
+    low: float
+    high: float
+    p: float
+    p_holm: float
+    confidence: float  # the confidence level the adjusted interval uses
+    significant: bool
+
+
+def holm_intervals(samples: list, confidence: float) -> list[Adjusted]:
+    """Holm-adjusted t-intervals for a family of per-seed samples (e.g. one paired gap per fraction).
+
+    ``samples[i]`` holds the per-seed values of comparison ``i``. Returns one :class:`Adjusted` per sample, in
+    the input order. A sample of fewer than 2 values gets NaN bounds and is never significant.
+    """
+    alpha = 1.0 - confidence
+    p = np.array([t_test_p(s) for s in samples])
+    testable = [i for i in np.argsort(p, kind="stable") if np.isfinite(p[i])]
+    k = len(testable)
+    level = {}
+    rejecting, stop_level = True, alpha
+    for rank, i in enumerate(testable):  # rank 0 = smallest p
+        step_level = alpha / (k - rank)
+        if rejecting and p[i] >= step_level:
+            rejecting, stop_level = False, step_level
+        level[i] = step_level if rejecting else stop_level
+    # Holm-adjusted p-values: running maximum of (K − rank)·p over the ordered p-values, capped at 1.
+    p_holm, running = {}, 0.0
+    for rank, i in enumerate(testable):
+        running = max(running, min(1.0, (k - rank) * p[i]))
+        p_holm[i] = running
+    out = []
+    for i, sample in enumerate(samples):
+        values = np.asarray(sample, dtype=float)
+        if i not in level:
+            mean = float(values.mean()) if values.size else float("nan")
+            out.append(Adjusted(mean, float("nan"), float("nan"), float("nan"), float("nan"), float("nan"), False))
+            continue
+        mean, _, half = t_interval(values, 1.0 - level[i])
+        significant = bool(mean - half > 0 or mean + half < 0)
+        out.append(Adjusted(mean, mean - half, mean + half, float(p[i]), float(p_holm[i]), 1.0 - level[i], significant))
+    return out
+
+
+def slope_interval(x, per_seed_y: list, confidence: float) -> tuple[float, float, float, int]:
+    """Least-squares slope of y on x fitted per seed, then a t-interval of the slopes over seeds.
+
+    ``per_seed_y[s]`` holds seed ``s``'s values at the points ``x`` (NaN where missing). Returns
+    ``(mean slope, low, high, seeds)``; a seed with fewer than 2 points contributes no slope.
+    """
+    x = np.asarray(x, dtype=float)
+    slopes = []
+    for y in per_seed_y:
+        y = np.asarray(y, dtype=float)
+        ok = np.isfinite(y)
+        if ok.sum() >= 2:
+            slopes.append(np.polyfit(x[ok], y[ok], 1)[0])
+    if not slopes:
+        return float("nan"), float("nan"), float("nan"), 0
+    mean, _, half = t_interval(slopes, confidence)
+    return mean, mean - half, mean + half, len(slopes)

@@ -1,0 +1,180 @@
+"""The report's sentences about accuracy, convergence and distillation, each derived from a table by a rule.
+
+The rules (issue "Findings a reviewer would accept"):
+
+- With fewer than ``MIN_SEEDS`` seeds nothing is inferred: sentences give measured means and say why.
+- "A beats B by x points" only when the Holm-adjusted interval across the comparison's fractions excludes
+  0; otherwise "no detectable difference", with the interval.
+- A crossing only when the gap is significantly negative at one size and significantly positive at a
+  larger one (or the reverse); every sign change of the mean gap is listed either way.
+- Comparisons involving runs still improving at the end carry that flag; step-bound runs are out of fits.
+
+Every function takes data frames (the pipeline's tables) and returns a list of sentences.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from study.analysis.inference import MIN_SEEDS
+
+
+def pts(x: float) -> str:
+    """A share as signed percentage points, e.g. -0.097 -> '-9.7'."""
+    return f"{100 * x:+.1f}"
+
+
+def pct(x: float) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
+
+
+def interval(low: float, high: float, scale: float = 100.0, digits: int = 1) -> str:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "no interval"
+    return f"{scale * low:+.{digits}f} to {scale * high:+.{digits}f}"
+
+
+def images(n: float) -> str:
+    return f"{int(round(n)):,} images"
+
+
+def seeds_statement(summary: pd.DataFrame) -> list[str]:
+    """Whether inference is possible at all, and why not."""
+    fewest = int(summary["seeds"].min())
+    if fewest >= MIN_SEEDS:
+        return [f"Every point averages {fewest}–{int(summary['seeds'].max())} seeds; intervals are Student-t over seeds."]
+    return [f"With {fewest} seed{'s' if fewest != 1 else ''} per point no inference is drawn (a t-interval from "
+            f"{fewest} seeds has {max(fewest - 1, 0)} degree{'s' if fewest != 2 else ''} of freedom; at least "
+            f"{MIN_SEEDS} are needed): the sentences below describe measured means only."]
+
+
+def ranking(summary: pd.DataFrame) -> list[str]:
+    """Mean test top-1 at the smallest and the full training set (descriptive)."""
+    out = []
+    for fraction, word in ((summary["fraction"].min(), "smallest"), (summary["fraction"].max(), "full")):
+        at = summary[summary["fraction"] == fraction].sort_values("top1_mean", ascending=False)
+        listed = ", ".join(f"{r.model} {pct(r.top1_mean)}" for r in at.itertuples())
+        out.append(f"Mean test top-1 with the {word} training set ({images(at['train_images'].iloc[0])}): {listed}.")
+    return out
+
+
+def _flag(row) -> str:
+    flagged = row.under_trained_a + row.under_trained_b
+    if not flagged:
+        return ""
+    return f" [{flagged} of {2 * row.seeds} runs still improving at the end]"
+
+
+def gap_sentences(gaps: pd.DataFrame) -> list[str]:
+    """One sentence per comparison: which fractions show a difference, and the others' intervals."""
+    out = []
+    for comparison, g in gaps.groupby("comparison", sort=False):
+        a, b = comparison.split(" - ")
+        g = g.sort_values("train_images")
+        if not g["inference"].all():
+            parts = "; ".join(f"{pts(r.gap_mean)} points at {images(r.train_images)}{_flag(r)}" for r in g.itertuples())
+            out.append(f"Mean gap {a} − {b} (descriptive, {int(g['seeds'].min())} seeds): {parts}.")
+            continue
+        parts = []
+        for r in g.itertuples():
+            ci = f"adjusted CI {interval(r.adj_ci_low, r.adj_ci_high)}"
+            if r.significant:
+                winner, loser = (a, b) if r.gap_mean > 0 else (b, a)
+                parts.append(f"at {images(r.train_images)} {winner} beats {loser} by {100 * abs(r.gap_mean):.1f} "
+                             f"points ({ci}){_flag(r)}")
+            else:
+                parts.append(f"at {images(r.train_images)} no detectable difference ({pts(r.gap_mean)} points, {ci}){_flag(r)}")
+        out.append(f"{a} − {b}: " + "; ".join(parts) + ". Intervals are Holm-adjusted across the "
+                   f"{len(g)} fractions.")
+    return out
+
+
+def crossing_sentences(crossings: pd.DataFrame) -> list[str]:
+    out = []
+    for r in crossings.itertuples():
+        a, b = r.comparison.split(" - ")
+        # ";"-joined sizes in the CSV; pandas reads a single one back as a number, none as NaN.
+        listed = [] if pd.isna(r.sign_change_train_images) else str(r.sign_change_train_images).split(";")
+        changes = (f"the mean gap changes sign {r.sign_changes} time{'s' if r.sign_changes != 1 else ''} "
+                   f"(near {', '.join(f'{int(float(n)):,}' for n in listed)} images)"
+                   if r.sign_changes else "the mean gap keeps one sign")
+        if r.crossing_claimed:
+            out.append(f"Crossing: {r.direction} — significantly behind at {images(r.significant_from_images)}, "
+                       f"significantly ahead at {images(r.significant_to_images)}; {changes}.")
+        else:
+            out.append(f"No crossing of {a} and {b} is supported by the adjusted intervals; {changes}.")
+    return out
+
+
+def trend_sentences(trends: pd.DataFrame) -> list[str]:
+    """Slope of each comparison's gap per tenfold more data, on the accuracy and the error-ratio scale."""
+    out = []
+    for comparison, g in trends.groupby("comparison", sort=False):
+        parts = []
+        for r in g[g["seeds"] > 0].itertuples():
+            unit, digits = (" points", 1) if r.scale.startswith("gap") else ("", 3)
+            value = f"{r.slope_per_decade:+.{digits}f}{unit} per tenfold data"
+            ci = f"CI {r.ci_low:+.{digits}f} to {r.ci_high:+.{digits}f}" if math.isfinite(r.ci_low) else "no interval"
+            if not r.inference:
+                parts.append(f"{r.scale}: {value} (descriptive, {r.seeds} seeds)")
+            elif r.ci_low > 0 or r.ci_high < 0:
+                parts.append(f"{r.scale}: {value} ({ci})")
+            else:
+                parts.append(f"{r.scale}: no detectable trend ({value}, {ci})")
+        if parts:
+            used = int(g["fractions_used"].iloc[0])
+            out.append(f"Trend of {comparison} with data over {used} fractions — " + "; ".join(parts) + ".")
+    return out
+
+
+def power_law_sentences(fits: pd.DataFrame) -> list[str]:
+    out = []
+    for r in fits.itertuples():
+        if not math.isfinite(r.b):
+            out.append(f"{r.model}: no power-law fit (fewer than 3 training-set sizes without step-bound runs).")
+            continue
+        bound = [name for name in "abc" if getattr(r, f"{name}_on_bound")]
+        note = (f"; {' and '.join(bound)} sit{'s' if len(bound) == 1 else ''} on the fit's bound, so the data do "
+                "not determine {}".format("them" if len(bound) > 1 else "it")) if bound else ""
+        left_out = f"; {r.runs_step_bound} step-bound runs left out" if r.runs_step_bound else ""
+        out.append(f"{r.model}: error ≈ {r.a:.3g}·n^(−{r.b:.2f}) + {r.c:.3f} (exponent b bootstrap CI "
+                   f"{r.b_ci_low:.2f} to {r.b_ci_high:.2f}){note}{left_out}.")
+    return out
+
+
+def convergence_sentences(runs: pd.DataFrame) -> list[str]:
+    flagged = runs[runs["under_trained"].astype(bool)]
+    if flagged.empty:
+        return [f"All {len(runs)} runs had settled: none lost more than 1% of its validation loss over its last "
+                "quarter of steps."]
+    where = (flagged.groupby(["model", "fraction"]).size().reset_index(name="n")
+             .groupby("fraction")["n"].sum())
+    listed = ", ".join(f"{n} at fraction {f:g}" for f, n in where.items())
+    bound = int(runs["step_bound"].sum())
+    return [f"{len(flagged)} of {len(runs)} runs were still improving at the end (validation loss fell more than 1% "
+            f"over the last quarter of steps): {listed}. Their accuracies measure the budget as much as the data; "
+            "comparisons that involve them are flagged."
+            + (f" {bound} of them were on the min_steps floor (step-bound) and are left out of the power-law fits "
+               "and gap trends." if bound else "")]
+
+
+def distillation_sentences(teacher: pd.DataFrame, agreement: pd.DataFrame, gaps: pd.DataFrame) -> list[str]:
+    """The teacher's train/test accuracy and whether the distilled student agrees with it more."""
+    out = []
+    if not teacher.empty:
+        ends = teacher.iloc[[0, -1]]
+        parts = "; ".join(f"{images(r.train_images)}: train {pct(r.train_top1_mean)}, test {pct(r.test_top1_mean)}"
+                          for r in ends.itertuples())
+        out.append(f"Teacher ({ends['model'].iloc[0]}) top-1 on its own training images and on the test set — {parts}. "
+                   "Where train top-1 is near 100%, its hard labels are the true labels and hard distillation adds "
+                   "little signal.")
+    if not agreement.empty:
+        whole = agreement[agreement["head"] == "model"]
+        full = whole[whole["fraction"] == whole["fraction"].max()]
+        listed = ", ".join(f"{r.model} {pct(r.agreement_mean)}" for r in full.itertuples())
+        out.append(f"Test-set agreement with the teacher at full data: {listed}.")
+    for sentence in gap_sentences(gaps):
+        out.append("Agreement with the teacher, " + sentence[0].lower() + sentence[1:])
+    return out
