@@ -36,6 +36,23 @@ def test_presets_and_default_params_are_valid():
         assert params.trained_models[-1] == params.distill.student
 
 
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_preset_models_build_and_student_matches_vit(path):
+    # Validation does not build models, so an arch_args key a builder rejects, or a patch size that does not
+    # divide the image, would otherwise surface only in the training stage (on a GPU, for the GPU presets).
+    from study.config import INPUT_SHAPES, NUM_CLASSES
+    from study.models import build_model
+
+    params = load_params(path)
+    side, channels = INPUT_SHAPES[params.data.dataset]
+    for model in params.models.values():
+        build_model(model.arch, NUM_CLASSES[params.data.dataset], side, channels, **model.arch_args)
+    # The distilled student differs from the plain ViT by its distillation token only.
+    student, vit = params.models[params.distill.student], params.models["vit"]
+    assert student.arch_args == vit.arch_args
+    assert (student.lr, student.weight_decay, student.augment) == (vit.lr, vit.weight_decay, vit.augment)
+
+
 @pytest.mark.parametrize(
     "path, value, expected",
     [

@@ -191,6 +191,17 @@ def test_resnet_representations_cover_every_block_in_order():
     assert maps18["layer4.1"].shape == (2, 512, 1, 1)
 
 
+def test_resnet8_stride2_stem_halves_every_map_and_quarters_the_flops():
+    # The default study's ResNet: a stride-2 stem puts the first stage on 14x14 maps of a 28x28 image.
+    plain, strided = build_model("resnet8", 10, 28, 1, width=16), build_model("resnet8", 10, 28, 1, width=16, stem_stride=2)
+    with torch.no_grad():
+        maps = strided.representations(_images(1, 28, batch=2))
+    assert maps["stem"].shape == (2, 16, 14, 14) and maps["layer3.0"].shape == (2, 64, 4, 4)
+    assert count_parameters(strided) == count_parameters(plain)  # same weights, applied at a quarter of the positions
+    ratio = forward_flops(plain, 28, 1) / forward_flops(strided, 28, 1)
+    assert 3.5 < ratio < 4.5
+
+
 def test_resnet_channels_last_gives_same_output():
     model = build_model("resnet8", 10, 28, 1).eval()
     x = _images(1, 28)

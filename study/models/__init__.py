@@ -38,8 +38,8 @@ _VIT_OVERRIDES = frozenset(VIT_DEFAULTS) | {"qkv_bias", "global_pool", "drop_rat
 # name -> (builder, smallest image side, allowed override keywords)
 _RESNETS: dict[str, tuple[Callable[..., nn.Module], int, frozenset[str]]] = {
     "resnet18": (resnet18, SmallImageResNet18.min_image_size, frozenset({"zero_init_residual"})),
-    "resnet8": (resnet8, CifarResNet.min_image_size, frozenset({"width", "zero_init_residual"})),
-    "resnet20": (resnet20, CifarResNet.min_image_size, frozenset({"width", "zero_init_residual"})),
+    "resnet8": (resnet8, CifarResNet.min_image_size, frozenset({"width", "zero_init_residual", "stem_stride"})),
+    "resnet20": (resnet20, CifarResNet.min_image_size, frozenset({"width", "zero_init_residual", "stem_stride"})),
 }
 _SIZE_ARGUMENTS = frozenset({"num_classes", "image_size", "img_size", "in_chans"})
 
