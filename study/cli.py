@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="study",
         description="vit-vs-cnn: when does a Vision Transformer beat a CNN? Stage commands of the DVC pipeline "
-        "(run them through `dvc repro`, which passes every path).",
+        "(run them through `dvc repro`, or `study run` to run independent stages at once; both pass every path).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -76,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", type=Path, required=True, help="headline metrics.json")
     p.add_argument("--provenance", type=Path, required=True, help="provenance.json")
     p.add_argument("--setup-tables", type=Path, required=True, help="output folder of the setup tables")
+
+    p = _add(sub, "run", "do what `dvc repro` does, with independent stages running at the same time on Ray")
+    p.add_argument("targets", nargs="*", metavar="TARGET", help="stages to bring up to date, with what they depend "
+                   "on, as for `dvc repro` (default: the whole pipeline)")
+    p.add_argument("--address", help="join this Ray cluster (e.g. 10.0.0.1:6379, from `ray start --head`) instead "
+                   "of starting a local Ray instance")
+    p.add_argument("--cpus", type=int, help="CPUs of the local Ray instance (default: all of this machine's)")
 
     p = _add(sub, "models", "print parameters and forward FLOPs of the study's models")
     p.add_argument("--image-size", type=int, help="override the dataset's image size")
@@ -134,6 +141,10 @@ def _run(args: argparse.Namespace) -> str:
     if args.command == "report":
         return stages.report(params, args.params, args.lock, args.runs, args.tables, args.figures, args.out,
                              args.metrics, args.provenance, args.setup_tables)
+    if args.command == "run":
+        from study.engine.driver import run_study
+
+        return run_study(params, args.targets, address=args.address, cpus=args.cpus)
     if args.command == "models":
         return stages.models(params, args.image_size, args.in_chans)
     if args.command == "bench":

@@ -144,6 +144,19 @@ class AnalysisParams:
 
 
 @dataclass(frozen=True, config=_FROZEN)
+class EngineParams:
+    """What ``study run`` (study/engine) reserves on Ray for each stage. No stage depends on it in dvc.yaml:
+    it decides where and how many stages run at once, not what they compute."""
+
+    # CPUs reserved per training run, and its torch intra-op threads. None: train.threads, the threads
+    # `dvc repro` trains with (0 = torch's default, all of a node's cores), so results stay identical;
+    # fewer threads run more stages at once but change a CPU run's last bits (see README, "Running stages in parallel").
+    cpus_per_run: StrictInt | None = Field(default=None, ge=1)
+    # Share of one GPU reserved per stage on a cluster with GPUs (0.25: four runs per GPU); ignored without one.
+    gpus_per_run: StrictFloat = Field(default=0.25, ge=0.0, le=1.0)
+
+
+@dataclass(frozen=True, config=_FROZEN)
 class Params:
     data: DataParams
     fractions: tuple[StrictFloat, ...] = Field(min_length=1)
@@ -154,6 +167,7 @@ class Params:
     distill: DistillParams | None = None
     train: TrainParams = TrainParams()
     analysis: AnalysisParams = AnalysisParams()
+    engine: EngineParams = EngineParams()  # optional: only `study run` reads it
 
     @property
     def trained_models(self) -> tuple[str, ...]:

@@ -12,8 +12,15 @@ import numpy as np
 import torch
 
 
+# Set by `study run` (study/engine) for a stage it reserved CPUs for: that many intra-op threads replace
+# `train.threads`. Read only by configure(), which only the CLI entry point calls.
+THREADS_VARIABLE = "STUDY_THREADS"
+
+
 def configure(threads: int = 0, deterministic: bool = True) -> None:
-    """Set intra-op threads (0 keeps torch's default) and deterministic kernels."""
+    """Set intra-op threads (0 keeps torch's default; $STUDY_THREADS, when set, replaces ``threads``) and
+    deterministic kernels."""
+    threads = _threads_override(threads)
     if threads > 0:
         torch.set_num_threads(threads)
     if deterministic:
@@ -26,6 +33,18 @@ def configure(threads: int = 0, deterministic: bool = True) -> None:
     # TF32 matmuls on Ampere+ GPUs: a large speed-up for float32 parts, well within training noise.
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
+
+
+def _threads_override(threads: int) -> int:
+    """``threads``, or the positive integer in $STUDY_THREADS when that is set (a one-line error otherwise)."""
+    value = os.environ.get(THREADS_VARIABLE)
+    if value is None:
+        return threads
+    if not value.strip().isdigit() or int(value) < 1:
+        from study.errors import StudyError
+
+        raise StudyError(f"{THREADS_VARIABLE} = {value!r}: must be a positive integer (threads); unset it to use train.threads")
+    return int(value)
 
 
 def seed_everything(seed: int) -> torch.Generator:

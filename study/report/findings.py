@@ -42,9 +42,10 @@ def images(n: float) -> str:
 
 def seeds_statement(summary: pd.DataFrame) -> list[str]:
     """Whether inference is possible at all, and why not."""
-    fewest = int(summary["seeds"].min())
+    fewest, most = int(summary["seeds"].min()), int(summary["seeds"].max())
     if fewest >= MIN_SEEDS:
-        return [f"Every point averages {fewest}–{int(summary['seeds'].max())} seeds; intervals are Student-t over seeds."]
+        counted = f"{fewest}" if fewest == most else f"{fewest}–{most}"
+        return [f"Every point averages {counted} seeds; intervals are Student-t over seeds."]
     return [f"With {fewest} seed{'s' if fewest != 1 else ''} per point no inference is drawn (a t-interval from "
             f"{fewest} seeds has {max(fewest - 1, 0)} degree{'s' if fewest != 2 else ''} of freedom; at least "
             f"{MIN_SEEDS} are needed): the sentences below describe measured means only."]

@@ -1,0 +1,141 @@
+"""What a Ray worker does for one stage: run its command, as ``dvc repro`` would, and report how it ended.
+
+This module is imported on every worker node, so it needs nothing but the standard library: no DVC, no
+torch. The command runs in the stage's working directory through the user's shell (DVC's choice of shell
+and flags), with DVC's ``DVC_ROOT``/``DVC_STAGE`` variables, in a process group of its own so that the
+whole command can be stopped, and with its output in two log files from which the driver takes the
+stage's summary (last line of stdout) and its ``error:`` line. The worker never touches DVC's records:
+the driver commits a stage only after this function returned success, so an interrupted stage is never
+recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Seconds a stopped command gets to exit after SIGTERM before SIGKILL (`study train` dies at once; its
+# resume state is written atomically, so nothing is half written either way).
+_GRACE_SECONDS = 10.0
+_POLL_SECONDS = 0.5
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+@dataclass(frozen=True)
+class Job:
+    """One stage's command, as the driver hands it to a worker (plain data: it crosses the network)."""
+
+    stage: str  # DVC's addressing, e.g. train@vit-0.5-0
+    commands: tuple[str, ...]  # run one after the other, as DVC runs a list `cmd`
+    cwd: str  # the stage's working directory: on a cluster, a path every node shares
+    log: str  # path prefix of the stage's logs: <log>.out and <log>.err
+    env: dict[str, str] = field(default_factory=dict)  # added to the worker's environment
+
+
+@dataclass(frozen=True)
+class Outcome:
+    stage: str
+    returncode: int  # 0: every command succeeded
+    seconds: float
+    summary: str  # the last line the command printed on stdout
+    error: str  # on failure: the command's `error: ...` line, else its last line on stderr
+    node: str  # the host that ran it
+
+
+def run_job(job: Job) -> Outcome:
+    """Run ``job``'s commands in order; stop at the first failure. Ray calls this in a worker.
+
+    If the task is cancelled (Ray raises KeyboardInterrupt here) the command is stopped first, so no
+    stage keeps running after the engine gave up on it.
+    """
+    tic = time.monotonic()
+    if not Path(job.cwd).is_dir():
+        return _outcome(job, 2, tic, error=f"error: {job.cwd} does not exist on {os.uname().nodename}; on a cluster "
+                                         "the project must be on a file system every node mounts at the same path")
+    out, err = Path(f"{job.log}.out"), Path(f"{job.log}.err")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    returncode = 0
+    with out.open("w") as stdout, err.open("w") as stderr:
+        for command in job.commands:
+            returncode = _run(command, job, stdout, stderr)
+            if returncode != 0:
+                break
+    return _outcome(job, returncode, tic, summary=_last_line(out), error=_error_line(err, returncode))
+
+
+def _run(command: str, job: Job, stdout, stderr) -> int:
+    process = subprocess.Popen(
+        shell_command(command), cwd=job.cwd, env={**os.environ, **job.env}, stdout=stdout, stderr=stderr,
+        stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
+    )
+    try:
+        while True:
+            # Wait in short slices: Ray cancels a task by interrupting its main thread, which a plain
+            # blocking wait() would not notice until the command ended.
+            try:
+                return process.wait(timeout=_POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                continue
+    except BaseException:  # cancelled (KeyboardInterrupt) or the worker is shutting down
+        _stop(process)
+        raise
+
+
+def shell_command(command: str) -> list[str]:
+    """``command`` through the user's shell without its startup files: how ``dvc repro`` runs a stage."""
+    shell = os.environ.get("SHELL") or "/bin/sh"
+    flags = {"bash": ["--noprofile", "--norc"], "zsh": ["--no-rcs"]}.get(Path(shell).name, [])
+    return [shell, *flags, "-c", command]
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: be killed when the worker dies (Linux), e.g. when a node is lost.
+
+    A shell that execs its single command (bash does) passes this on to the stage itself.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM the command's process group, then SIGKILL what is left after the grace period."""
+    for sig, wait in ((signal.SIGTERM, _GRACE_SECONDS), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _outcome(job: Job, returncode: int, tic: float, summary: str = "", error: str = "") -> Outcome:
+    return Outcome(stage=job.stage, returncode=returncode, seconds=time.monotonic() - tic, summary=summary,
+                   error=error, node=os.uname().nodename)
+
+
+def _last_line(path: Path) -> str:
+    lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _error_line(path: Path, returncode: int) -> str:
+    """The stage's own one-line error (``error: ...``), else its last line on stderr, else the exit status."""
+    if returncode == 0:
+        return ""
+    lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    if errors:
+        return errors[-1]
+    if returncode < 0:
+        return f"killed by signal {-returncode}" + (f"; last output: {lines[-1]}" if lines else "")
+    return lines[-1] if lines else f"exit status {returncode}"
