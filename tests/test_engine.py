@@ -14,6 +14,7 @@ from __future__ import annotations
 import _thread
 import copy
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -239,10 +240,10 @@ def test_cpus_with_an_address_and_a_folder_without_dvc_are_one_line(params_file,
 
 # --- end to end (slow) ----------------------------------------------------------------------------------
 
-# Files whose bytes hold wall-clock times (a run's seconds and throughput), so that their DVC hashes differ
-# between any two runs, sequential ones included. Their content is compared without the clock instead
-# (test_faults.assert_same_run and _assert_same_results).
-CLOCKED = ("metrics.json", "history.csv")
+# A run's files whose bytes hold wall-clock times (its seconds and throughput; the finished resume state keeps
+# the seconds too), so that their DVC hashes differ between any two runs, sequential ones included. Their
+# content is compared without the clock instead (test_faults.assert_same_run and _assert_same_results).
+CLOCKED = ("metrics.json", "history.csv", "resume.pt")
 
 
 def _fresh_copy(smoke_study: Path, dest: Path) -> Path:
@@ -283,8 +284,8 @@ def _clocked(path: str) -> bool:
     """A path whose DVC hash differs between two runs because its content holds a wall-clock time."""
     if path.endswith(CLOCKED) or path == "runs":  # runs/ holds the runs' metrics.json and history.csv
         return True
-    # The analyses and the report print training seconds, and provenance.json its time of writing; the CKA
-    # and attention tables hold none.
+    # The curves and the report's setup tables print training seconds and throughput, and provenance.json its
+    # time of writing; the CKA and attention tables hold none.
     return path.startswith("reports/") and not path.startswith(("reports/tables/cka", "reports/tables/attention"))
 
 
@@ -322,8 +323,9 @@ FAILING_STUDY = textwrap.dedent('''\
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """An existing Ray cluster (`ray start --head`, 2 CPUs) for `study run --address`; its workers see the
-    failing stand-in for `study`, switched on by writing a stage's name into ``cluster["fail"]``."""
+    """An existing Ray cluster (`ray start --head`, 2 CPUs) for `study run --address`, with token
+    authentication as a shared cluster should have: ``cluster["env"]`` holds what a driver needs to join. Its
+    workers see the failing stand-in for `study`, switched on by writing a stage's name into ``cluster["fail"]``."""
     folder = tmp_path_factory.mktemp("cluster")
     (folder / "bin").mkdir()
     (folder / "bin" / "study").write_text(FAILING_STUDY.format(study=STUDY))
@@ -331,17 +333,18 @@ def cluster(tmp_path_factory):
     with socket.socket() as probe:  # a free port for the head
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = _env(folder / "bin", FAIL_STAGE_FILE=str(folder / "fail"), RAY_USAGE_STATS_ENABLED="0")
-    head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", f"--port={port}",
-                             "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    env = _env(folder / "bin", FAIL_STAGE_FILE=str(folder / "fail"), RAY_USAGE_STATS_ENABLED="0", **auth)
+    ray = str(Path(sys.executable).parent / "ray")
+    head = subprocess.Popen([ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+                             "--include-dashboard=false", "--disable-usage-stats"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 300
-        while subprocess.run([str(Path(sys.executable).parent / "ray"), "status", f"--address=127.0.0.1:{port}"],
-                             env=env, capture_output=True).returncode != 0:
+        deadline = time.monotonic() + 600
+        while subprocess.run([ray, "status", f"--address=127.0.0.1:{port}"], env=env, capture_output=True).returncode:
             assert head.poll() is None and time.monotonic() < deadline, "the Ray head did not start"
             time.sleep(2)
-        yield {"address": f"127.0.0.1:{port}", "fail": folder / "fail"}
+        yield {"address": f"127.0.0.1:{port}", "fail": folder / "fail", "env": _env(**auth)}
     finally:
         os.killpg(head.pid, signal.SIGTERM)  # `ray start --block` stops its Ray processes on the way out
         try:
@@ -357,7 +360,7 @@ def test_a_failed_stage_skips_only_its_dependants_and_the_others_are_recorded(sm
         shutil.rmtree(project / "runs" / run)
     cluster["fail"].write_text("train@resnet-0.5-1")
     try:
-        result = _study_run(project, "--address", cluster["address"])
+        result = _study_run(project, "--address", cluster["address"], env=cluster["env"])
     finally:
         cluster["fail"].unlink()
     assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
@@ -373,7 +376,7 @@ def test_a_failed_stage_skips_only_its_dependants_and_the_others_are_recorded(sm
                if line and not line.startswith((" ", "\t"))}
     assert changed == {"train@resnet-0.5-1", "distill@0.5-1", "curves", "distillation", "cka", "attention", "report"}
 
-    final = _study_run(project, "--address", cluster["address"])  # the fault gone, the same command finishes
+    final = _study_run(project, "--address", cluster["address"], env=cluster["env"])  # the fault gone: it finishes
     assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
     assert "train@vit-0.5-1" not in final.stdout  # recorded by the first run: up to date, not even planned
     _assert_same_results(project, smoke_study)
@@ -391,10 +394,10 @@ def _training_step(run: Path) -> int:
     return -1 if state.get("fingerprint") == "complete" else state.get("step", 0)
 
 
-def _start_and_stop(project: Path, args: list[str], ready, sig: int) -> tuple[int, str]:
+def _start_and_stop(project: Path, args: list[str], env: dict, ready, sig: int) -> tuple[int, str]:
     """Start `study run ARGS` in a session of its own; once ``ready()`` holds, send ``sig`` to its process
     group (the driver, and a local Ray instance's processes if it started one); return status and output."""
-    engine = subprocess.Popen([STUDY, "run", *args], cwd=project, env=_env(), stdout=subprocess.PIPE,
+    engine = subprocess.Popen([STUDY, "run", *args], cwd=project, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.monotonic() + 1200
     while engine.poll() is None and not ready():
@@ -433,7 +436,8 @@ def test_a_stopped_or_killed_engine_resumes_without_redoing_finished_stages(smok
     args = ["--address", cluster["address"], "distill@1.0-2"]
 
     # SIGTERM while the teacher trains: the engine stops its command, records nothing, and exits 130.
-    code, output = _start_and_stop(project, args, lambda: _training_step(teacher) >= 20, signal.SIGTERM)
+    code, output = _start_and_stop(project, args, cluster["env"], lambda: _training_step(teacher) >= 20,
+                                   signal.SIGTERM)
     assert code == 130, output
     assert "interrupted: stopping 1 stage(s): train@resnet-1.0-2 (running)" in output
     assert "rerun the same command" in output
@@ -442,14 +446,15 @@ def test_a_stopped_or_killed_engine_resumes_without_redoing_finished_stages(smok
     assert "train@resnet-1.0-2" in _dvc(project, "status", "train@resnet-1.0-2").stdout  # not recorded
 
     # SIGKILL once the teacher is done, and so recorded, and the student is mid-way.
-    code, output = _start_and_stop(project, args, lambda: _training_step(student) >= 20, signal.SIGKILL)
+    code, output = _start_and_stop(project, args, cluster["env"], lambda: _training_step(student) >= 20,
+                                   signal.SIGKILL)
     assert code == -signal.SIGKILL
     assert "resuming at step" in (logs / "train@resnet-1.0-2.out").read_text()
     assert "up to date" in _dvc(project, "status", "train@resnet-1.0-2").stdout
     _wait_for_no_commands_in(project)
     teacher_written = (teacher / "model.pt").stat().st_mtime_ns
 
-    final = _study_run(project, *args)
+    final = _study_run(project, *args, env=cluster["env"])
     assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
     assert "train@resnet-1.0-2" not in final.stdout  # up to date: not even planned again
     assert (teacher / "model.pt").stat().st_mtime_ns == teacher_written

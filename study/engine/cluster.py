@@ -112,7 +112,8 @@ class Cluster:
         os.environ.setdefault("RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper", "true")
         for attempt in range(1, _START_ATTEMPTS + 1):
             try:
-                self.ray.init(num_cpus=self.cpus, include_dashboard=False, log_to_driver=False,
+                # address="local": a new instance even where `ray start` runs one (ray.init() would join it)
+                self.ray.init(address="local", num_cpus=self.cpus, include_dashboard=False, log_to_driver=False,
                               logging_level=logging.ERROR, object_store_memory=_OBJECT_STORE_BYTES)
                 return
             except Exception as err:  # noqa: BLE001 - Ray raises plain Exception when its processes fail to start
@@ -128,8 +129,11 @@ class Cluster:
         try:
             self.ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
         except Exception as err:  # noqa: BLE001 - ConnectionError, ValueError, RpcError ... all mean the same here
-            raise StudyError(f"--address {address}: could not join a Ray cluster there ({_one_line(err)}); "
-                             "start one with `ray start --head` or fix the address") from None
+            fix = "start one with `ray start --head` or fix the address"
+            if "uthentication" in str(err) or "uthentication" in type(err).__name__:
+                fix = ("the cluster uses token authentication: set RAY_AUTH_MODE=token, with its token in "
+                       "~/.ray/auth_token or RAY_AUTH_TOKEN")
+            raise StudyError(f"--address {address}: could not join a Ray cluster there ({_one_line(err)}); {fix}") from None
 
 
 def _import_ray():

@@ -15,7 +15,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +55,11 @@ def run_job(job: Job) -> Outcome:
     If the task is cancelled (Ray raises KeyboardInterrupt here) the command is stopped first, so no
     stage keeps running after the engine gave up on it.
     """
+    with _interruptible():
+        return _run_commands(job)
+
+
+def _run_commands(job: Job) -> Outcome:
     tic = time.monotonic()
     if not Path(job.cwd).is_dir():
         return _outcome(job, 2, tic, error=f"error: {job.cwd} does not exist on {os.uname().nodename}; on a cluster "
@@ -84,6 +91,22 @@ def _run(command: str, job: Job, stdout, stderr) -> int:
     except BaseException:  # cancelled (KeyboardInterrupt) or the worker is shutting down
         _stop(process)
         raise
+
+
+@contextmanager
+def _interruptible():
+    """Make sure Ray's cancel reaches this task: Ray interrupts the main thread as SIGINT would, which does
+    nothing while SIGINT is ignored (a worker started from a background shell inherits that)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous in (signal.SIG_IGN, signal.SIG_DFL, None):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 def shell_command(command: str) -> list[str]:
