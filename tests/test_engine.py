@@ -31,7 +31,7 @@ import torch
 import yaml
 
 from study.config import EngineParams, parse_params
-from study.engine.resources import Reservation, is_training, reservation
+from study.engine.resources import Reservation, is_training, reservation, with_cpus_per_run
 from study.engine.schedule import DONE, FAILED, RUNNING, SKIPPED, WAITING, Schedule
 from study.engine.tasks import Job, run_job, shell_command
 from study.errors import StudyError
@@ -106,6 +106,15 @@ def test_cpus_per_run_sets_a_training_runs_cpus_and_threads_and_nothing_else():
     assert reservation(True, engine, 2, 16, False) == Reservation(cpus=1, gpus=0.0, threads=1)
     assert reservation(False, engine, 2, 16, False) == Reservation(cpus=2, gpus=0.0, threads=None)
     assert reservation(True, EngineParams(cpus_per_run=64), 2, 16, False) == Reservation(16, 0.0, 16)
+
+
+def test_cpus_per_run_on_the_command_line_replaces_the_params_for_one_run_only():
+    params = parse_params(copy.deepcopy(SMOKE))
+    assert params.engine.cpus_per_run is None
+    once = with_cpus_per_run(params, 1)
+    assert once.engine.cpus_per_run == 1 and params.engine.cpus_per_run is None  # frozen: a new object
+    assert once.engine.gpus_per_run == params.engine.gpus_per_run and once.train == params.train
+    assert with_cpus_per_run(params, None) is params
 
 
 def test_every_stage_takes_a_gpu_share_only_where_there_are_gpus():
@@ -234,6 +243,8 @@ def test_missing_ray_is_one_line(params_file, capsys, monkeypatch):
 def test_cpus_with_an_address_and_a_folder_without_dvc_are_one_line(params_file, capsys, monkeypatch):
     _assert_one_line(cli(capsys, "run", "--params", params_file, "--address", "auto", "--cpus", "2"),
                      "--cpus sizes the local Ray instance")
+    _assert_one_line(cli(capsys, "run", "--params", params_file, "--cpus-per-run", "0"),
+                     "--cpus-per-run 0: give at least 1")
     monkeypatch.chdir(params_file.parent)
     _assert_one_line(cli(capsys, "run", "--params", params_file), "not inside a DVC project")
 

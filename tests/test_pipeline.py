@@ -6,6 +6,7 @@ import pandas as pd
 import yaml
 
 from conftest import dvc
+from study.report.provenance import cpu_description
 
 FIGURES = {
     "curves": ["data_efficiency", "gaps"],
@@ -32,6 +33,18 @@ def test_repro_writes_every_output(smoke_study):
     assert set(metrics) >= {"resnet", "vit", "deit", "gaps"}
     provenance = json.loads((reports / "provenance.json").read_text())
     assert len(provenance["git_commit"]) == 40 and provenance["packages"]["torch"]
+    assert provenance["cpu"]["logical_cpus"] >= 1 and provenance["cpu"]["model_name"]
+
+
+def test_provenance_names_the_processor_the_numbers_came_from(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+                       "model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f\n\n"
+                       "processor\t: 1\ncpu family\t: 99\nmodel name\t: other\n")
+    cpu = cpu_description(cpuinfo)
+    assert (cpu["model_name"], cpu["family"], cpu["model"], cpu["avx512"]) == ("AMD EPYC", "26", "2", True)
+    missing = cpu_description(tmp_path / "absent")  # not Linux: still a description, never an error
+    assert missing["family"] is None and missing["avx512"] is False and missing["model_name"]
 
 
 def test_every_model_gets_the_same_budget_at_a_fraction(smoke_study):

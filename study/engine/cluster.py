@@ -27,12 +27,14 @@ _OBJECT_STORE_BYTES = 128 * 1024**2
 _START_ATTEMPTS = 2
 
 
-def preflight(address: str | None, cpus: int | None) -> None:
+def preflight(address: str | None, cpus: int | None, cpus_per_run: int | None = None) -> None:
     """Fail in seconds, before any planning: bad options, Ray missing, or nothing answering at ``address``."""
     if address is not None and cpus is not None:
         raise StudyError("--cpus sizes the local Ray instance; an existing cluster (--address) has its own CPUs")
     if cpus is not None and cpus < 1:
         raise StudyError(f"--cpus {cpus}: give at least 1")
+    if cpus_per_run is not None and cpus_per_run < 1:
+        raise StudyError(f"--cpus-per-run {cpus_per_run}: give at least 1 CPU per training run")
     _import_ray()
     if address is not None:
         _check_reachable(address)

@@ -20,7 +20,7 @@ from study.engine.cluster import Cluster, preflight
 from study.engine.interrupts import Interrupts
 from study.engine.pipeline import RECORDED, RUN, UP_TO_DATE, Pipeline, Plan
 from study.engine.progress import Progress
-from study.engine.resources import is_training, reservation
+from study.engine.resources import is_training, reservation, with_cpus_per_run
 from study.engine.schedule import DONE, SKIPPED, Schedule
 from study.engine.tasks import Job
 from study.errors import StudyError
@@ -34,10 +34,15 @@ _STOP_SECONDS = 20.0
 LOG_DIR = Path(".dvc", "tmp", "study-run")
 
 
-def run_study(params: Params, targets: list[str], address: str | None = None, cpus: int | None = None) -> str:
-    """Bring the pipeline (or ``targets`` and their upstream stages) up to date; return a one-line summary."""
+def run_study(params: Params, targets: list[str], address: str | None = None, cpus: int | None = None,
+              cpus_per_run: int | None = None) -> str:
+    """Bring the pipeline (or ``targets`` and their upstream stages) up to date; return a one-line summary.
+
+    ``cpus_per_run`` replaces ``engine.cpus_per_run`` for this run (``--cpus-per-run``).
+    """
     tic = time.monotonic()
-    preflight(address, cpus)
+    preflight(address, cpus, cpus_per_run)
+    params = with_cpus_per_run(params, cpus_per_run)
     pipeline = Pipeline()
     try:
         plan = pipeline.plan(targets)

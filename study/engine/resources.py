@@ -8,10 +8,11 @@ another thread count changes a run's last bits, see the README), so the results 
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from dataclasses import dataclass
 
-from study.config import EngineParams
+from study.config import EngineParams, Params
 
 
 @dataclass(frozen=True)
@@ -42,3 +43,10 @@ def reservation(training: bool, engine: EngineParams, train_threads: int, node_c
         return Reservation(cpus=cpus, gpus=gpus, threads=cpus)
     own = train_threads if train_threads > 0 else node_cpus
     return Reservation(cpus=min(own, node_cpus), gpus=gpus, threads=None)
+
+
+def with_cpus_per_run(params: Params, cpus_per_run: int | None) -> Params:
+    """``params`` with ``engine.cpus_per_run`` replaced (``study run --cpus-per-run``); unchanged for None."""
+    if cpus_per_run is None:
+        return params
+    return dataclasses.replace(params, engine=dataclasses.replace(params.engine, cpus_per_run=cpus_per_run))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 import platform
 import subprocess
 from importlib import metadata
@@ -46,6 +47,26 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def cpu_description(cpuinfo: str | Path = "/proc/cpuinfo") -> dict:
+    """The processor the numbers came from: CPU results change with it (kernels differ by instruction set,
+    e.g. AVX-512 or not), and so does every wall time. Linux's ``/proc/cpuinfo``; elsewhere the platform's name."""
+    fields: dict[str, str] = {}
+    try:
+        for line in Path(cpuinfo).read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())  # the first processor's entry
+    except OSError:
+        pass
+    flags = set(fields.get("flags", "").split())
+    return {
+        "model_name": fields.get("model name") or platform.processor() or "unknown",
+        "family": fields.get("cpu family"),
+        "model": fields.get("model"),
+        "logical_cpus": os.cpu_count(),
+        "avx512": "avx512f" in flags,
+    }
+
+
 def provenance(params_path: str | Path, lock_path: str | Path, devices: list[str], train_seconds: float) -> dict:
     return {
         **code_state(),
@@ -55,6 +76,7 @@ def provenance(params_path: str | Path, lock_path: str | Path, devices: list[str
         "packages": package_versions(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "cpu": cpu_description(),
         "training_devices": sorted(set(devices)),
         "training_seconds_total": round(train_seconds, 1),
         "generated_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
