@@ -406,17 +406,38 @@ def _training_step(run: Path) -> int:
 
 
 def _start_and_stop(project: Path, args: list[str], env: dict, ready, sig: int) -> tuple[int, str]:
-    """Start `study run ARGS` in a session of its own; once ``ready()`` holds, send ``sig`` to its process
-    group (the driver, and a local Ray instance's processes if it started one); return status and output."""
+    """Start `study run ARGS` in a session of its own; once ``ready()`` holds, pause the stage commands it
+    started (SIGSTOP) and send ``sig`` to its process group (the driver, and a local Ray instance's processes if
+    it started one); return status and output.
+
+    The pause makes the test independent of the CPU's speed: on a fast one a smoke run would otherwise finish
+    its last steps before the engine's stop reaches it. A paused command ignores the engine's SIGTERM, so it
+    also exercises the SIGKILL that follows it (SIGKILL ends a stopped process)."""
     engine = subprocess.Popen([STUDY, "run", *args], cwd=project, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.monotonic() + 1200
     while engine.poll() is None and not ready():
         assert time.monotonic() < deadline, "the engine never reached the point to stop it"
-        time.sleep(0.2)
+        time.sleep(0.02)  # a smoke run takes a few milliseconds a step: look often
+    paused = _pause_commands_in(project, but_session=engine.pid)
     assert engine.poll() is None, "the engine ended before it could be stopped:\n" + engine.communicate()[0]
+    assert paused, "no stage command was running when the engine was to be stopped"
     os.killpg(engine.pid, sig)
     return engine.wait(timeout=120), engine.stdout.read()
+
+
+def _pause_commands_in(project: Path, but_session: int) -> list[str]:
+    """SIGSTOP every process working in ``project`` outside session ``but_session`` (the engine's own: its
+    stage commands run in sessions of their own); return their command lines."""
+    paused = []
+    for process in psutil.process_iter(["cwd", "cmdline"]):
+        try:
+            if process.info["cwd"] == str(project) and os.getsid(process.pid) != but_session:
+                process.send_signal(signal.SIGSTOP)
+                paused.append(" ".join(process.info["cmdline"] or []))
+        except (psutil.NoSuchProcess, ProcessLookupError):  # ended meanwhile
+            continue
+    return paused
 
 
 def _commands_left_in(project: Path) -> list[str]:
