@@ -48,8 +48,11 @@ def package_versions() -> dict[str, str]:
 
 
 def cpu_description(cpuinfo: str | Path = "/proc/cpuinfo") -> dict:
-    """The processor the numbers came from: CPU results change with it (kernels differ by instruction set,
-    e.g. AVX-512 or not), and so does every wall time. Linux's ``/proc/cpuinfo``; elsewhere the platform's name."""
+    """The processor the numbers came from. CPU results change with the kernels torch dispatches to (its
+    capability, e.g. AVX512 or AVX2), and every wall time with the processor: Linux's ``/proc/cpuinfo``
+    names it (elsewhere, the platform's name)."""
+    import torch
+
     fields: dict[str, str] = {}
     try:
         for line in Path(cpuinfo).read_text().splitlines():
@@ -57,13 +60,12 @@ def cpu_description(cpuinfo: str | Path = "/proc/cpuinfo") -> dict:
             fields.setdefault(key.strip(), value.strip())  # the first processor's entry
     except OSError:
         pass
-    flags = set(fields.get("flags", "").split())
     return {
         "model_name": fields.get("model name") or platform.processor() or "unknown",
         "family": fields.get("cpu family"),
         "model": fields.get("model"),
         "logical_cpus": os.cpu_count(),
-        "avx512": "avx512f" in flags,
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
 
 
