@@ -430,9 +430,9 @@ def _pause_commands_in(project: Path, but_session: int) -> list[str]:
     """SIGSTOP every process working in ``project`` outside session ``but_session`` (the engine's own: its
     stage commands run in sessions of their own); return their command lines."""
     paused = []
-    for process in psutil.process_iter(["cwd", "cmdline"]):
+    for process in _processes_in(project):
         try:
-            if process.info["cwd"] == str(project) and os.getsid(process.pid) != but_session:
+            if os.getsid(process.pid) != but_session:
                 process.send_signal(signal.SIGSTOP)
                 paused.append(" ".join(process.info["cmdline"] or []))
         except (psutil.NoSuchProcess, ProcessLookupError):  # ended meanwhile
@@ -440,13 +440,14 @@ def _pause_commands_in(project: Path, but_session: int) -> list[str]:
     return paused
 
 
+def _processes_in(project: Path) -> list[psutil.Process]:
+    """Processes whose working directory is ``project`` (``info`` holds their command line)."""
+    return [process for process in psutil.process_iter(["cwd", "cmdline"]) if process.info["cwd"] == str(project)]
+
+
 def _commands_left_in(project: Path) -> list[str]:
     """Processes still working in ``project``: stage commands the engine left behind."""
-    found = []
-    for process in psutil.process_iter(["cwd", "cmdline"]):
-        if process.info["cwd"] == str(project):
-            found.append(" ".join(process.info["cmdline"] or []))
-    return found
+    return [" ".join(process.info["cmdline"] or []) for process in _processes_in(project)]
 
 
 def _wait_for_no_commands_in(project: Path, seconds: float = 60) -> None:
