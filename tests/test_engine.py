@@ -33,7 +33,7 @@ import yaml
 from study.config import EngineParams, parse_params
 from study.engine.resources import Reservation, is_training, reservation, with_cpus_per_run
 from study.engine.schedule import DONE, FAILED, RUNNING, SKIPPED, WAITING, Schedule
-from study.engine.tasks import Job, run_job, shell_command
+from study.engine.tasks import _WATCHER, Job, run_job, shell_command
 from study.errors import StudyError
 from test_faults import SMOKE, _assert_same_results, _copy_study, _dvc, _env, assert_same_run, cli
 
@@ -201,6 +201,43 @@ def test_a_cancelled_stage_stops_its_whole_command_at_once(tmp_path):
         time.sleep(0.1)
 
 
+def _watchers() -> list[psutil.Process]:
+    return [process for process in psutil.process_iter(["cmdline"]) if _WATCHER in (process.info["cmdline"] or [])]
+
+
+def _wait_until_gone(pid: int, seconds: float, why: str) -> None:
+    deadline = time.monotonic() + seconds
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, why
+        time.sleep(0.1)
+
+
+def test_a_command_dies_with_its_worker_even_where_the_shell_forks_it(tmp_path):
+    """A worker killed outright (SIGKILL: a lost node, Ray killing it when its driver died) cannot stop its
+    command, and /bin/sh (dash) runs even a single command as a child of its own."""
+    job = _job(tmp_path, "sleep 120 & echo $! > child.pid; wait")
+    worker = subprocess.Popen([sys.executable, "-c", f"from study.engine.tasks import *; run_job({job!r})"],
+                              env={**os.environ, "SHELL": "/bin/sh"})
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "child.pid").is_file() or not (tmp_path / "child.pid").read_text().strip():
+        assert time.monotonic() < deadline and worker.poll() is None, "the command never started"
+        time.sleep(0.05)
+    child = int((tmp_path / "child.pid").read_text())
+    os.kill(child, signal.SIGSTOP)  # a paused command cannot act on anything but SIGKILL
+    worker.kill()
+    worker.wait()
+    _wait_until_gone(child, 10, "the command outlived its worker")
+
+
+def test_a_command_that_ends_releases_its_watcher_and_is_not_killed(tmp_path):
+    before = {process.pid for process in _watchers()}
+    outcome = run_job(_job(tmp_path, "echo one", "echo two"))
+    assert outcome.returncode == 0 and outcome.summary == "two"
+    for watcher in _watchers():
+        if watcher.pid not in before:
+            _wait_until_gone(watcher.pid, 10, "a watcher outlived the command it watched")
+
+
 def test_the_command_runs_through_the_users_shell_without_its_startup_files(monkeypatch):
     monkeypatch.setenv("SHELL", "/bin/bash")
     assert shell_command("study train") == ["/bin/bash", "--noprofile", "--norc", "-c", "study train"]
@@ -345,7 +382,10 @@ def cluster(tmp_path_factory):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
-    env = _env(folder / "bin", FAIL_STAGE_FILE=str(folder / "fail"), RAY_USAGE_STATS_ENABLED="0", **auth)
+    # SHELL=/bin/sh: dash forks even a single command, the case in which only the engine's watcher (not the
+    # shell's death) stops a stage whose worker died. CI's shell; bash would exec it.
+    env = _env(folder / "bin", FAIL_STAGE_FILE=str(folder / "fail"), RAY_USAGE_STATS_ENABLED="0", SHELL="/bin/sh",
+               **auth)
     ray = str(Path(sys.executable).parent / "ray")
     head = subprocess.Popen([ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
                              "--include-dashboard=false", "--disable-usage-stats"],

@@ -3,7 +3,7 @@
 This module is imported on every worker node, so it needs nothing but the standard library: no DVC, no
 torch. The command runs in the stage's working directory through the user's shell (DVC's choice of shell
 and flags), with DVC's ``DVC_ROOT``/``DVC_STAGE`` variables, in a process group of its own so that the
-whole command can be stopped, and with its output in two log files from which the driver takes the
+whole command can be stopped (also when the worker itself dies: see ``_watch``), and with its output in two log files from which the driver takes the
 stage's summary (last line of stdout) and its ``error:`` line. The worker never touches DVC's records:
 the driver commits a stage only after this function returned success, so an interrupted stage is never
 recorded.
@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +25,26 @@ from pathlib import Path
 # resume state is written atomically, so nothing is half written either way).
 _GRACE_SECONDS = 10.0
 _POLL_SECONDS = 0.5
-_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_ALL_CLEAR = b"."  # what the worker tells its watcher once the command has ended
+
+# The watcher of one command, run by the worker's Python before the command starts. It detaches (a fork
+# whose parent exits at once) so that it is not a child of the worker: nothing that kills the worker's children
+# (Ray does, on its way out) reaches it. It reads the command's process group from a pipe whose only writer is
+# the worker, then waits. End of file before the all-clear means the worker died: it kills that group.
+# PR_SET_PDEATHSIG would reach only the shell, and /bin/sh (dash) forks a single command instead of exec'ing
+# it, so the stage itself would outlive the worker.
+_WATCHER = """
+import os, signal, sys
+if os.fork():
+    os._exit(0)
+pipe = os.fdopen(int(sys.argv[1]), "rb")
+group = pipe.readline()
+if group.strip() and pipe.read(1) != {all_clear!r}:
+    try:
+        os.killpg(int(group), signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+""".format(all_clear=_ALL_CLEAR)
 
 
 @dataclass(frozen=True)
@@ -76,21 +95,44 @@ def _run_commands(job: Job) -> Outcome:
 
 
 def _run(command: str, job: Job, stdout, stderr) -> int:
-    process = subprocess.Popen(
-        shell_command(command), cwd=job.cwd, env={**os.environ, **job.env}, stdout=stdout, stderr=stderr,
-        stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
-    )
+    with _watcher() as watch:  # started first: no command ever runs unwatched
+        process = subprocess.Popen(
+            shell_command(command), cwd=job.cwd, env={**os.environ, **job.env}, stdout=stdout, stderr=stderr,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        try:
+            watch(process.pid)  # the command's process group: start_new_session made it its own
+            while True:
+                # Wait in short slices: Ray cancels a task by interrupting its main thread, which a plain
+                # blocking wait() would not notice until the command ended.
+                try:
+                    return process.wait(timeout=_POLL_SECONDS)
+                except subprocess.TimeoutExpired:
+                    continue
+        except BaseException:  # cancelled (KeyboardInterrupt) or the worker is shutting down
+            _stop(process)
+            raise
+
+
+@contextmanager
+def _watcher():
+    """Start a watcher (``_WATCHER``) and yield ``watch(group)``: if this process dies before the block ends,
+    the watcher kills process group ``group``."""
+    read, write = os.pipe()  # both ends close on exec: the command inherits neither
     try:
-        while True:
-            # Wait in short slices: Ray cancels a task by interrupting its main thread, which a plain
-            # blocking wait() would not notice until the command ended.
-            try:
-                return process.wait(timeout=_POLL_SECONDS)
-            except subprocess.TimeoutExpired:
-                continue
-    except BaseException:  # cancelled (KeyboardInterrupt) or the worker is shutting down
-        _stop(process)
+        subprocess.run([sys.executable, "-c", _WATCHER, str(read)], pass_fds=(read,), stdin=subprocess.DEVNULL,
+                       cwd="/", start_new_session=True, check=True)  # returns at once: the watcher detached
+    except BaseException:
+        os.close(write)
         raise
+    finally:
+        os.close(read)
+    try:
+        yield lambda group: os.write(write, b"%d\n" % group)
+    finally:
+        with suppress(BrokenPipeError):  # the watcher is gone (someone killed it): nothing to clear
+            os.write(write, _ALL_CLEAR)
+        os.close(write)
 
 
 @contextmanager
@@ -114,17 +156,6 @@ def shell_command(command: str) -> list[str]:
     shell = os.environ.get("SHELL") or "/bin/sh"
     flags = {"bash": ["--noprofile", "--norc"], "zsh": ["--no-rcs"]}.get(Path(shell).name, [])
     return [shell, *flags, "-c", command]
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: be killed when the worker dies (Linux), e.g. when a node is lost.
-
-    A shell that execs its single command (bash does) passes this on to the stage itself.
-    """
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _stop(process: subprocess.Popen) -> None:
