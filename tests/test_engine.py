@@ -229,13 +229,20 @@ def test_a_command_dies_with_its_worker_even_where_the_shell_forks_it(tmp_path):
     _wait_until_gone(child, 10, "the command outlived its worker")
 
 
-def test_a_command_that_ends_releases_its_watcher_and_is_not_killed(tmp_path):
+def test_a_command_that_ends_releases_its_watcher_which_kills_nothing(tmp_path):
+    """After a normal end the watcher stands down: even a process the command left running in its group
+    survives (as under `dvc repro`); only a dead worker's command is killed."""
     before = {process.pid for process in _watchers()}
-    outcome = run_job(_job(tmp_path, "echo one", "echo two"))
+    outcome = run_job(_job(tmp_path, "sleep 30 & echo $! > left.pid", "echo two"))
     assert outcome.returncode == 0 and outcome.summary == "two"
-    for watcher in _watchers():
-        if watcher.pid not in before:
-            _wait_until_gone(watcher.pid, 10, "a watcher outlived the command it watched")
+    left = psutil.Process(int((tmp_path / "left.pid").read_text()))
+    try:
+        for watcher in _watchers():
+            if watcher.pid not in before:
+                _wait_until_gone(watcher.pid, 10, "a watcher outlived the command it watched")
+        assert left.is_running() and left.status() != psutil.STATUS_ZOMBIE, "the watcher killed a finished command"
+    finally:
+        left.kill()
 
 
 def test_the_command_runs_through_the_users_shell_without_its_startup_files(monkeypatch):

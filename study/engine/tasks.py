@@ -3,10 +3,10 @@
 This module is imported on every worker node, so it needs nothing but the standard library: no DVC, no
 torch. The command runs in the stage's working directory through the user's shell (DVC's choice of shell
 and flags), with DVC's ``DVC_ROOT``/``DVC_STAGE`` variables, in a process group of its own so that the
-whole command can be stopped (also when the worker itself dies: see ``_watch``), and with its output in two log files from which the driver takes the
-stage's summary (last line of stdout) and its ``error:`` line. The worker never touches DVC's records:
-the driver commits a stage only after this function returned success, so an interrupted stage is never
-recorded.
+whole command can be stopped, even when the worker itself dies (``_WATCHER``), and with its output in two
+log files from which the driver takes the stage's summary (last line of stdout) and its ``error:`` line.
+The worker never touches DVC's records: the driver commits a stage only after this function returned
+success, so an interrupted stage is never recorded.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ _ALL_CLEAR = b"."  # what the worker tells its watcher once the command has ende
 # (Ray does, on its way out) reaches it. It reads the command's process group from a pipe whose only writer is
 # the worker, then waits. End of file before the all-clear means the worker died: it kills that group.
 # PR_SET_PDEATHSIG would reach only the shell, and /bin/sh (dash) forks a single command instead of exec'ing
-# it, so the stage itself would outlive the worker.
+# it, so the stage itself would outlive the worker. Ray's own remedy (the raylet as subreaper,
+# RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper) is set when a cluster starts, which the
+# engine does not control for `--address`.
 _WATCHER = """
 import os, signal, sys
 if os.fork():
