@@ -229,6 +229,26 @@ def test_a_command_dies_with_its_worker_even_where_the_shell_forks_it(tmp_path):
     _wait_until_gone(child, 10, "the command outlived its worker")
 
 
+def test_a_command_whose_shell_is_killed_takes_its_group_with_it(tmp_path):
+    """Ray force-exits a worker whose driver died by killing the worker's children (the shell) and, a moment
+    later, the worker: in between, the worker sees its command end by SIGKILL while the stage the shell forked
+    still runs. That stage must die too (CI's failure of the kill-and-resume test below)."""
+    job = _job(tmp_path, "sleep 120 & echo $! > child.pid; wait")
+    worker = subprocess.Popen([sys.executable, "-c", f"from study.engine.tasks import *; print(run_job({job!r}))"],
+                              env={**os.environ, "SHELL": "/bin/sh"}, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "child.pid").is_file() or not (tmp_path / "child.pid").read_text().strip():
+        assert time.monotonic() < deadline and worker.poll() is None, "the command never started"
+        time.sleep(0.05)
+    child = int((tmp_path / "child.pid").read_text())
+    os.kill(child, signal.SIGSTOP)
+    shell = psutil.Process(child).parent()
+    shell.kill()  # as Ray's KillChildProcs does: the worker's direct child only
+    output, _ = worker.communicate(timeout=30)
+    assert worker.returncode == 0 and "returncode=-9" in output  # the worker lived on and saw the kill
+    _wait_until_gone(child, 10, "the stage outlived its killed shell")
+
+
 def test_a_command_that_ends_releases_its_watcher_which_kills_nothing(tmp_path):
     """After a normal end the watcher stands down: even a process the command left running in its group
     survives (as under `dvc repro`); only a dead worker's command is killed."""

@@ -25,12 +25,13 @@ from pathlib import Path
 # resume state is written atomically, so nothing is half written either way).
 _GRACE_SECONDS = 10.0
 _POLL_SECONDS = 0.5
-_ALL_CLEAR = b"."  # what the worker tells its watcher once the command has ended
+_ALL_CLEAR = b"."  # what the worker tells its watcher once the command exited by itself
 
 # The watcher of one command, run by the worker's Python before the command starts. It detaches (a fork
 # whose parent exits at once) so that it is not a child of the worker: nothing that kills the worker's children
 # (Ray does, on its way out) reaches it. It reads the command's process group from a pipe whose only writer is
-# the worker, then waits. End of file before the all-clear means the worker died: it kills that group.
+# the worker, then waits. End of file before the all-clear means the worker died, or saw the command die from
+# a signal (``_run``): either way it kills that group.
 # PR_SET_PDEATHSIG would reach only the shell, and /bin/sh (dash) forks a single command instead of exec'ing
 # it, so the stage itself would outlive the worker. Ray's own remedy (the raylet as subreaper,
 # RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper) is set when a cluster starts, which the
@@ -97,29 +98,55 @@ def _run_commands(job: Job) -> Outcome:
 
 
 def _run(command: str, job: Job, stdout, stderr) -> int:
-    with _watcher() as watch:  # started first: no command ever runs unwatched
+    with _watcher() as watcher:  # started first: no command ever runs unwatched
         process = subprocess.Popen(
             shell_command(command), cwd=job.cwd, env={**os.environ, **job.env}, stdout=stdout, stderr=stderr,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
-        try:
-            watch(process.pid)  # the command's process group: start_new_session made it its own
-            while True:
-                # Wait in short slices: Ray cancels a task by interrupting its main thread, which a plain
-                # blocking wait() would not notice until the command ended.
-                try:
-                    return process.wait(timeout=_POLL_SECONDS)
-                except subprocess.TimeoutExpired:
-                    continue
-        except BaseException:  # cancelled (KeyboardInterrupt) or the worker is shutting down
-            _stop(process)
-            raise
+        watcher.watch(process.pid)  # the command's process group: start_new_session made it its own
+        returncode = _wait(process)
+        # Killed by a signal, the shell may be only the first of its group to die: a worker that Ray
+        # force-exits (its job's driver died) first kills its own children, i.e. the shell, and a moment later
+        # itself, and this loop can see the shell's death in between. So the watcher stands down only after the
+        # command exited by itself; otherwise it kills whatever is left of the group.
+        if returncode >= 0:
+            watcher.release()
+        return returncode
+
+
+def _wait(process: subprocess.Popen) -> int:
+    """The command's exit status; if this task is cancelled or the worker shuts down, stop it first."""
+    try:
+        while True:
+            # Wait in short slices: Ray cancels a task by interrupting its main thread, which a plain
+            # blocking wait() would not notice until the command ended.
+            try:
+                return process.wait(timeout=_POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                continue
+    except BaseException:  # cancelled (KeyboardInterrupt) or the worker is shutting down (SystemExit)
+        _stop(process)
+        raise
+
+
+class _Watch:
+    """The worker's end of a watcher's pipe: ``watch(group)`` arms it, ``release()`` stands it down."""
+
+    def __init__(self, write: int):
+        self._write = write
+
+    def watch(self, group: int) -> None:
+        os.write(self._write, b"%d\n" % group)
+
+    def release(self) -> None:
+        with suppress(BrokenPipeError):  # the watcher is gone (someone killed it): nothing to stand down
+            os.write(self._write, _ALL_CLEAR)
 
 
 @contextmanager
 def _watcher():
-    """Start a watcher (``_WATCHER``) and yield ``watch(group)``: if this process dies before the block ends,
-    the watcher kills process group ``group``."""
+    """Start a watcher (``_WATCHER``) and yield its ``_Watch``: unless released before the block ends (or if
+    this process dies first), the watcher kills the group it was given."""
     read, write = os.pipe()  # both ends close on exec: the command inherits neither
     try:
         subprocess.run([sys.executable, "-c", _WATCHER, str(read)], pass_fds=(read,), stdin=subprocess.DEVNULL,
@@ -130,11 +157,9 @@ def _watcher():
     finally:
         os.close(read)
     try:
-        yield lambda group: os.write(write, b"%d\n" % group)
+        yield _Watch(write)
     finally:
-        with suppress(BrokenPipeError):  # the watcher is gone (someone killed it): nothing to clear
-            os.write(write, _ALL_CLEAR)
-        os.close(write)
+        os.close(write)  # end of file: a watcher not released kills its group now
 
 
 @contextmanager
