@@ -313,7 +313,7 @@ def bench(params: Params, model_keys: list[str] | None, archs: list[str] | None,
           repeats: int, workers: list[int] | None, images: int, compile_model: bool | None, out: Path,
           precision: str | None = None, augment_cost: bool = False) -> str:
     from study import runtime
-    from study.bench import STUDY, STUDY_AUGMENTED, BenchModel, Shape, Teacher, format_table, run_benchmark, write_csv
+    from study.bench.train_step import STUDY, STUDY_AUGMENTED, BenchModel, Shape, Teacher, format_table, run_benchmark, write_csv
     from study.config import INPUT_SHAPES, NUM_CLASSES
     from study.train.augment import Augmentation
     from study.train.loop import Recipe, resolved_precision

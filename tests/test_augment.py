@@ -15,7 +15,7 @@ import yaml
 from torch import nn
 
 from study import stages
-from study.bench import STUDY, STUDY_AUGMENTED, USUAL, heavy_augmentation, with_speedups
+from study.bench.train_step import STUDY, STUDY_AUGMENTED, USUAL, heavy_augmentation, with_speedups
 from study.cli import main
 from study.config import parse_params
 from study.errors import StudyError

@@ -17,7 +17,7 @@ import timm.models.vision_transformer
 import torch
 import yaml
 
-from study.bench import (STUDY, USUAL, Shape, measure_peak_flops, study_step, synthetic_data,
+from study.bench.train_step import (STUDY, USUAL, Shape, measure_peak_flops, study_step, synthetic_data,
                          usual_model, with_speedups)
 from study.cli import main
 from study.models import build_model
@@ -140,3 +140,15 @@ def test_unknown_model_key_is_a_one_line_error(bench_run, capsys):
     assert main(["bench", "--params", str(folder / "params.yaml"), "--model", "nope"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: --model nope") and "\n" not in error
+
+
+def test_the_cka_benchmark_times_every_implementation_and_agrees_with_its_reference():
+    """`python -m study.bench.cka` at toy size: every implementation timed, float32 Grams within 1e-4 of float64."""
+    from study.bench.cka import run
+
+    report = run(images=24, batch=12, naive=True)
+    assert set(report["seconds"]) == {"minibatch_f32_vit_vs_resnet", "minibatch_f64_vit_vs_resnet",
+                                      "minibatch_f32_within_vit", "naive_f64_vit_vs_resnet"}
+    assert all(seconds > 0 for seconds in report["seconds"].values())
+    assert report["max_abs_diff_minibatch_f64_vs_naive"] < 1e-6
+    assert report["max_abs_diff_f32_vs_f64_reference"] < 1e-4

@@ -20,7 +20,7 @@ Precision choice of :class:`MinibatchCKA`: the Gram ``XXᵀ`` costs n²·p and d
 far more on GPUs) from features whose batch mean has been subtracted first — HSIC₁ is exactly invariant
 to that shift, and removing it keeps large post-ReLU means from swamping the float32 dot products.
 Everything after the Gram (zeroed diagonal, HSIC terms, sums over batches) is float64, because HSIC₁
-is a difference of large terms. ``cka_bench`` measures the effect against an all-float64 reference.
+is a difference of large terms. ``study.bench.cka`` measures the effect against an all-float64 reference.
 """
 
 from __future__ import annotations

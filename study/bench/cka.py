@@ -9,7 +9,7 @@ Features are random but correlated across layers (a shared low-rank signal plus 
 ViT-Tiny/4 on 32×32 images (13 representations of 65 tokens × 192) and a 12-block ResNet on 32×32
 (13 feature maps from 64×32×32 down to 512×4×4). Making the features is not timed.
 
-Run: ``python -m study.analysis.cka_bench [--images 2000 --batch 250 --threads 2 --no-naive]``.
+Run: ``python -m study.bench.cka [--images 2000 --batch 250 --threads 2 --no-naive]``.
 """
 
 from __future__ import annotations
