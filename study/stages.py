@@ -73,7 +73,8 @@ def _pairs(names: tuple[str, ...]) -> list[tuple[str, str]]:
 
 def curves(params: Params, runs_dir: Path, figures: Path, tables: Path) -> str:
     from study.analysis import curves as C
-    from study.analysis.plots import data_efficiency_figure, gaps_figure, save_figure
+    from study.analysis.curves_figures import data_efficiency_figure, gaps_figure
+    from study.analysis.figure_style import save_figure
     from study.analysis.runs import collect_runs
     from study.io import atomic_dir
     from study.report.tables import write_table
@@ -144,7 +145,8 @@ def _analysis_images(prepared: Path, count: int) -> np.ndarray:
 def cka(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: Path) -> str:
     from study import runtime
     from study.analysis import similarity as S
-    from study.analysis.plots import CKAPanel, cka_frame, cka_grid, cka_to_reference, save_figure
+    from study.analysis.cka_figures import CKAPanel, cka_frame, cka_grid, cka_to_reference
+    from study.analysis.figure_style import save_figure
     from study.analysis.runs import collect_runs, load_models
     from study.io import atomic_dir
     from study.report.tables import write_table
@@ -196,7 +198,8 @@ def cka(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
 def attention(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: Path) -> str:
     from study import runtime
     from study.analysis import attention_study as A
-    from study.analysis.plots import attention_distance_plot, attention_maps_figure, attention_maps_frame, save_figure
+    from study.analysis.attention_figures import attention_distance_plot, attention_maps_figure, attention_maps_frame
+    from study.analysis.figure_style import save_figure
     from study.analysis.runs import collect_runs, load_models
     from study.io import atomic_dir
     from study.report.tables import write_table

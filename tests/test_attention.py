@@ -20,13 +20,8 @@ from study.analysis.attention import (
     patch_distances,
     uniform_attention_distance,
 )
-from study.analysis.plots import (
-    attention_distance_plot,
-    attention_maps_figure,
-    attention_maps_frame,
-    model_colour,
-    save_figure,
-)
+from study.analysis.attention_figures import attention_distance_plot, attention_maps_figure, attention_maps_frame
+from study.analysis.figure_style import model_colour, save_figure
 from study.errors import StudyError
 
 

@@ -12,15 +12,9 @@ from scipy.spatial.distance import pdist, squareform
 
 from study.analysis import cka as cka_module
 from study.analysis.cka import MinibatchCKA, hsic0, hsic1, linear_cka
-from study.analysis.plots import (
-    CKAPanel,
-    cka_frame,
-    cka_grid,
-    cka_heatmap,
-    cka_to_reference,
-    data_efficiency_figure,
-    save_figure,
-)
+from study.analysis.cka_figures import CKAPanel, cka_frame, cka_grid, cka_heatmap, cka_to_reference
+from study.analysis.curves_figures import data_efficiency_figure
+from study.analysis.figure_style import save_figure
 from study.errors import StudyError
 
 

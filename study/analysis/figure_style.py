@@ -1,0 +1,103 @@
+"""The study's figure style, shared by every analysis's figures: one paper-ready look, fixed colours per
+model, and data saved beside each plot.
+
+Each analysis draws its own figures beside it (``curves_figures``, ``cka_figures``, ``attention_figures``);
+they take data (arrays, data frames), never models, and return a :class:`matplotlib.figure.Figure` built
+without pyplot, so no global backend or state is touched and figures render headless. :func:`save_figure`
+writes PNG, PDF and the figure's data as CSV, so every figure can be re-plotted without rerunning the
+analysis.
+
+Style: seaborn's "paper" context scaled to 7–8 pt text, legible at single-column (3.3 in) and
+double-column (6.8 in) width; seaborn's colour-blind palette with one fixed colour per model family; a
+perceptually uniform colour map for CKA fixed to [0, 1] so panels compare.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterator
+
+import matplotlib
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from study.errors import StudyError
+from study.io import atomic_path
+
+SINGLE_COLUMN_IN = 3.3
+DOUBLE_COLUMN_IN = 6.8
+PNG_DPI = 200
+CKA_CMAP = "magma"  # perceptually uniform and readable in greyscale and for colour-blind readers
+MAP_CMAP = "inferno"
+
+_PALETTE = sns.color_palette("colorblind")
+# Matched as substrings of the lower-cased model name, first match wins.
+MODEL_COLOURS: dict[str, tuple[float, float, float]] = {
+    "deit": _PALETTE[2],  # green
+    "vit": _PALETTE[1],  # orange
+    "resnet": _PALETTE[0],  # blue
+}
+FALLBACK_COLOUR = _PALETTE[7]  # grey
+
+_TEXT_RC = {
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "legend.title_fontsize": 7,
+    "pdf.fonttype": 42,  # embed TrueType so text in the PDF stays text (journals ask for it)
+    "ps.fonttype": 42,
+}
+
+
+def model_colour(model: str) -> tuple[float, float, float]:
+    """Fixed colour for a model name: resnet*, vit*, deit* families, grey otherwise."""
+    name = model.lower()
+    for family, colour in MODEL_COLOURS.items():
+        if family in name:
+            return colour
+    return FALLBACK_COLOUR
+
+
+@contextlib.contextmanager
+def paper_style(grid: bool = False) -> Iterator[None]:
+    """rcParams of the study's style for the block: seaborn "ticks" (or "whitegrid"), paper context."""
+    rc = {
+        **sns.axes_style("whitegrid" if grid else "ticks"),
+        **sns.plotting_context("paper"),
+        **_TEXT_RC,
+    }
+    with matplotlib.rc_context(rc):
+        yield
+
+
+def save_figure(fig: Figure, stem: str | Path, data: pd.DataFrame) -> list[Path]:
+    """Write ``<stem>.png`` (200 dpi), ``<stem>.pdf`` and ``<stem>.csv`` atomically; return the paths."""
+    stem = Path(stem)
+    paths = [stem.with_name(stem.name + suffix) for suffix in (".png", ".pdf", ".csv")]
+    png, pdf, csv = paths
+    # Ticks are created lazily at draw time from rcParams, so save under the same style.
+    with paper_style():
+        with atomic_path(png) as tmp:
+            fig.savefig(tmp, format="png", dpi=PNG_DPI)
+        with atomic_path(pdf) as tmp:
+            # No creation date: the same figure gives the same bytes, so DVC sees no spurious change.
+            fig.savefig(tmp, format="pdf", metadata={"CreationDate": None})
+    with atomic_path(csv) as tmp:
+        data.to_csv(tmp, index=False)
+    return paths
+
+
+def short_count(count: int) -> str:
+    """1500 -> "1.5k", 50000 -> "50k", 800 -> "800"."""
+    return f"{count / 1000:g}k" if count >= 1000 else str(count)
+
+
+def require_columns(df: pd.DataFrame, columns: set[str], where: str) -> None:
+    missing = columns - set(df.columns)
+    if missing:
+        raise StudyError(f"{where} needs columns {sorted(missing)}; got {list(df.columns)}")
