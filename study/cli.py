@@ -77,6 +77,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--provenance", type=Path, required=True, help="provenance.json")
     p.add_argument("--setup-tables", type=Path, required=True, help="output folder of the setup tables")
 
+    p = _add(sub, "pretrained-check", "load one pretrained checkpoint (Hugging Face folder, timm name + weights, "
+             "study run) and print what it is")
+    p.add_argument("source", help="hf:<folder> (or a folder), timm:<model name> with --weights, or study:<model.pt>")
+    p.add_argument("--weights", type=Path, help="local weights file of a timm: source (safetensors or state dict)")
+
+    p = _add(sub, "pretrained-analysis", "CKA, per-head attention distance and rollout of pretrained checkpoints "
+             "(the pretrained preset, pretrained/dvc.yaml)")
+    p.add_argument("--checkpoints", type=Path, required=True, help="folder the preset's sources are relative to")
+    p.add_argument("--images", type=Path, required=True, help="image folder (ImageFolder layout or flat JPEG/PNG)")
+    p.add_argument("--figures", type=Path, required=True, help="output folder for figures")
+    p.add_argument("--tables", type=Path, required=True, help="output folder for tables")
+
+    p = _add(sub, "pretrained-report", "write the pretrained analysis's report.md and provenance.json")
+    p.add_argument("--tables", type=Path, required=True, help="the analysis's tables")
+    p.add_argument("--figures", type=Path, required=True, help="the analysis's figures")
+    p.add_argument("--out", type=Path, required=True, help="report.md")
+    p.add_argument("--provenance", type=Path, required=True, help="provenance.json")
+
+    p = _add(sub, "levers", "train one model per recipe setting of a lever grid and tabulate validation top-1 "
+             "(what holds a model back; study/levers.py)")
+    p.add_argument("--grid", type=Path, required=True, help="the lever grid (docs/levers.yaml)")
+    p.add_argument("--prepared", type=Path, required=True, help="the grid's base's prepared data (data/prepared)")
+    p.add_argument("--subsets", type=Path, required=True, help="the grid's base's subsets (data/subsets)")
+    p.add_argument("--out", type=Path, required=True, help="CSV, one row per trial; trials already in it are kept")
+    p.add_argument("--table", type=Path, required=True, help="Markdown table, one row per lever")
+    p.add_argument("--lever", action="append", help="run only this lever (repeatable)")
+
     p = _add(sub, "run", "do what `dvc repro` does, with independent stages running at the same time on Ray")
     p.add_argument("targets", nargs="*", metavar="TARGET", help="stages to bring up to date, with what they depend "
                    "on, as for `dvc repro` (default: the whole pipeline)")
@@ -118,6 +145,8 @@ def _run(args: argparse.Namespace) -> str:
     from study import runtime, stages
     from study.config import load_params
 
+    if args.command.startswith("pretrained-"):
+        return _run_pretrained(args)
     params = load_params(args.params)
     runtime.configure(threads=params.train.threads, deterministic=params.train.deterministic)
     if args.command == "check":
@@ -154,6 +183,21 @@ def _run(args: argparse.Namespace) -> str:
                             args.batch_size, args.steps, args.warmup_steps, args.repeats, args.workers, args.images,
                             args.compile, args.out, args.precision, args.augment_cost)
     raise AssertionError(args.command)
+
+
+def _run_pretrained(args: argparse.Namespace) -> str:
+    """The pretrained commands: their own parameters file (configs/pretrained.yaml), not the study's."""
+    from study import runtime, stages
+    from study.pretrained.params import load_pretrained_params
+
+    if args.command == "pretrained-check":
+        runtime.configure()
+        return stages.pretrained_check(args.source, args.weights)
+    params = load_pretrained_params(args.params)
+    runtime.configure(threads=params.analysis.threads)
+    if args.command == "pretrained-analysis":
+        return stages.pretrained_analysis(params, args.checkpoints, args.images, args.figures, args.tables)
+    return stages.pretrained_report(args.params, args.tables, args.figures, args.out, args.provenance)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -191,3 +191,18 @@ def test_study_checkpoint(tmp_path):
     with torch.no_grad():
         assert torch.equal(checkpoint.model(x), model.eval()(x))
     assert checkpoint.preprocessing.mean == (0.3,) and checkpoint.preprocessing.crop == (28, 28)
+
+
+@pytest.mark.parametrize("processor", ["ViTImageProcessor", "DeiTImageProcessor"])
+def test_hugging_face_preprocessing_matches_the_image_processor(tmp_path, processor):
+    """Within one grey level: transformers resizes tensors, the study resizes with Pillow (as timm does)."""
+    transformers = pytest.importorskip("transformers")
+    from study.pretrained.huggingface import preprocessing
+
+    reference = getattr(transformers, processor)()
+    reference.save_pretrained(tmp_path)
+    picture = Image.fromarray(np.random.default_rng(0).integers(0, 256, (260, 300, 3), dtype=np.uint8))
+    expected = reference(images=picture, return_tensors="pt")["pixel_values"][0]
+    got = preprocessing(tmp_path, {"image_size": 224}).batch([picture])[0]
+    assert got.shape == expected.shape == (3, 224, 224)
+    assert (got - expected).abs().max() <= 1 / 255 / 0.5 + 1e-6  # one level of 255, divided by std 0.5

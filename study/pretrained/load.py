@@ -74,7 +74,12 @@ def _huggingface(folder: Path, source: str) -> Checkpoint:
         raise StudyError(f"{source}: not a Hugging Face save_pretrained folder (no {folder}/config.json); name a "
                          "folder, timm:<name> with weights, or study:<model.pt>")
     model, arch, path = hf.load_folder(folder)
-    return Checkpoint(model, hf.preprocessing(folder, hf.read_config(folder)), "huggingface", arch, path)
+    preprocessing = hf.preprocessing(folder, hf.read_config(folder))
+    if preprocessing.crop != model.patch_embed.img_size:
+        raise StudyError(f"{source}: the image processor makes {preprocessing.crop[0]}x{preprocessing.crop[1]} inputs "
+                         f"but the model takes {model.patch_embed.img_size[0]}x{model.patch_embed.img_size[1]}; fix "
+                         "size/crop_size in preprocessor_config.json")
+    return Checkpoint(model, preprocessing, "huggingface", arch, path)
 
 
 def _study_checkpoint(path: Path) -> Checkpoint:
@@ -86,3 +91,13 @@ def _study_checkpoint(path: Path) -> Checkpoint:
     preprocessing = Preprocessing(size, size, "bilinear", tuple(spec["mean"]), tuple(spec["std"]),
                                   f"{path}: the run's spec (its training normalisation)")
     return Checkpoint(model, preprocessing, "study", f"study:{spec['arch']}", path)
+
+
+def resolve(source: str, weights: str | None, root: Path) -> tuple[str, Path | None]:
+    """A preset's ``source`` and ``weights``, their paths taken under ``root`` (the checkpoints folder)."""
+    if source.startswith(TIMM_PREFIX):
+        return source, root / weights if weights is not None else None
+    for prefix in (HF_PREFIX, STUDY_PREFIX):
+        if source.startswith(prefix):
+            return prefix + str(root / source[len(prefix):]), None
+    return str(root / source), None
