@@ -138,6 +138,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--augment-cost", action="store_true", help="also time each model's study step under heavy "
                    "augmentation (DeiT's: crop, flip, RandAugment, erasing, Mixup/CutMix), to show its cost")
     p.add_argument("--out", type=Path, default=Path("reports/bench.csv"), help="CSV of the results")
+
+    p = _add(sub, "gpu-acceptance", "the GPU acceptance: ResNet-18, ViT-Tiny and the presets' models benched against "
+             "the usual recipe, then timed `dvc repro` of the default study (--params) and the GPU preset in a "
+             "scratch copy; tables into --out")
+    p.add_argument("--out", type=Path, required=True, help="folder of the results: acceptance.md and its CSVs")
+    p.add_argument("--step", action="append", choices=("bench", "bench-presets", "default-study", "gpu-preset"),
+                   help="run only this step (repeatable; default: all, in this order); each fits one 10-minute "
+                   "device call, and a later call adds its rows to --out")
+    p.add_argument("--smoke", action="store_true", help="toy sizes and configs/smoke.yaml: the CPU check CI runs")
+    p.add_argument("--time-limit", type=float, default=540.0, help="seconds after which a `dvc repro` is stopped "
+                   "(default 540)")
+    p.add_argument("--dataset-files", type=Path, help="Fashion-MNIST's IDX files, copied into the scratch copy's "
+                   "data.root (default: .kit/fashion-mnist when it exists, else the study's own search)")
     return parser
 
 
@@ -178,6 +191,11 @@ def _run(args: argparse.Namespace) -> str:
         return run_study(params, args.targets, address=args.address, cpus=args.cpus, cpus_per_run=args.cpus_per_run)
     if args.command == "models":
         return stages.models(params, args.image_size, args.in_chans)
+    if args.command == "gpu-acceptance":
+        kit_data = Path(".kit", "fashion-mnist")
+        dataset_files = args.dataset_files or (kit_data if kit_data.is_dir() else None)
+        return stages.gpu_acceptance(params, args.params, args.out, args.step, args.smoke, args.time_limit,
+                                     dataset_files)
     if args.command == "bench":
         return stages.bench(params, args.model, args.arch, args.image_size, args.in_chans, args.num_classes,
                             args.batch_size, args.steps, args.warmup_steps, args.repeats, args.workers, args.images,

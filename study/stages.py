@@ -409,21 +409,26 @@ def _plain(obj) -> dict:
     return {k: (_plain(v) if dataclasses.is_dataclass(v) else v) for k, v in dataclasses.asdict(obj).items()}
 
 
-def bench(params: Params, model_keys: list[str] | None, archs: list[str] | None, image_size: int | None,
-          in_chans: int | None, num_classes: int | None, batch_size: int | None, steps: int, warmup_steps: int,
-          repeats: int, workers: list[int] | None, images: int, compile_model: bool | None, out: Path,
-          precision: str | None = None, augment_cost: bool = False) -> str:
-    from study import runtime
-    from study.bench.train_step import STUDY, STUDY_AUGMENTED, BenchModel, Shape, Teacher, format_table, run_benchmark, write_csv
+def _bench_shape(params: Params, image_size: int | None = None, in_chans: int | None = None,
+                 num_classes: int | None = None):
+    """The input shape and classes of ``params``' dataset, each overridable."""
+    from study.bench.train_step import Shape
     from study.config import INPUT_SHAPES, NUM_CLASSES
+
+    size, chans = INPUT_SHAPES[params.data.dataset]
+    return Shape(image_size or size, in_chans or chans, num_classes or NUM_CLASSES[params.data.dataset])
+
+
+def _bench_models(params: Params, model_keys: list[str] | None, archs: list[str] | None) -> list:
+    """``BenchModel``s for ``model_keys`` of ``params`` (default: its trained models unless ``archs`` is given),
+    each with its recipe, augmentation and, for the distilled student, its teacher; then the bare ``archs``."""
+    from study.bench.train_step import BenchModel, Teacher
     from study.train.augment import Augmentation
-    from study.train.loop import Recipe, resolved_precision
+    from study.train.loop import Recipe
 
     def augmentation(aug) -> Augmentation:
         return Augmentation(**{k: getattr(aug, k) for k in Augmentation.__dataclass_fields__})
 
-    size, chans = INPUT_SHAPES[params.data.dataset]
-    shape = Shape(image_size or size, in_chans or chans, num_classes or NUM_CLASSES[params.data.dataset])
     keys = model_keys or ([] if archs else list(params.trained_models))
     for key in keys:
         if key not in params.models:
@@ -441,6 +446,19 @@ def bench(params: Params, model_keys: list[str] | None, archs: list[str] | None,
                                 augmentation(m.augment or params.train.augment)))
     specs += [BenchModel(f"{a} (defaults)" if a in keys else a, a, augmentation=augmentation(params.train.augment))
               for a in archs or []]
+    return specs
+
+
+def bench(params: Params, model_keys: list[str] | None, archs: list[str] | None, image_size: int | None,
+          in_chans: int | None, num_classes: int | None, batch_size: int | None, steps: int, warmup_steps: int,
+          repeats: int, workers: list[int] | None, images: int, compile_model: bool | None, out: Path,
+          precision: str | None = None, augment_cost: bool = False) -> str:
+    from study import runtime
+    from study.bench.train_step import STUDY, STUDY_AUGMENTED, format_table, run_benchmark, write_csv
+    from study.train.loop import resolved_precision
+
+    shape = _bench_shape(params, image_size, in_chans, num_classes)
+    specs = _bench_models(params, model_keys, archs)
     device = runtime.pick_device(params.train.device)
     precision = precision or params.train.precision
     table = run_benchmark(
@@ -459,3 +477,57 @@ def bench(params: Params, model_keys: list[str] | None, archs: list[str] | None,
             f"{r.model} +{r.augment_cost_pct:.0f}%" for r in augmented.itertuples()) + " per step"
     return (f"bench: study vs fastest usual recipe on {shape.in_chans}x{shape.image_size}x{shape.image_size}, "
             f"{device.type}, {resolved_precision(device, precision)}: {parts} -> {out}")
+
+
+def gpu_acceptance(params: Params, params_path: Path, out: Path, steps: list[str] | None, smoke: bool,
+                   time_limit: float, dataset_files: Path | None) -> str:
+    """``study gpu-acceptance``: the steps of :mod:`study.bench.acceptance`, results into ``out``.
+
+    Run from the project root. ``params_path`` is the default study; ``--smoke`` swaps every preset for
+    configs/smoke.yaml, the models for toy sizes, and runs one training stage of it for the default study.
+    """
+    import tempfile
+
+    from study import runtime
+    from study.bench import acceptance as acc
+    from study.config import load_params
+
+    root = Path.cwd()
+    if not (root / "dvc.yaml").is_file():
+        raise StudyError(f"no dvc.yaml in {root}; run `study gpu-acceptance` from the project root")
+    steps = steps or list(acc.STEPS)
+    # The presets whose models are benched; cifar100_gpu's are cifar10_gpu's with a 100-class head.
+    names = ["smoke"] if smoke else ["fashionmnist_gpu", "cifar10_gpu"]
+    presets = {name: load_params(root / "configs" / f"{name}.yaml") for name in names}
+    device = runtime.pick_device(params.train.device)
+    if device.type == "cuda":
+        runtime.configure(threads=params.train.threads, deterministic=False)  # cuDNN autotuning, as the presets
+    size = acc.SMOKE_SIZE if smoke else acc.GPU_SIZE
+    out.mkdir(parents=True, exist_ok=True)
+    acc.write_device(out, device)
+    done = []
+    for step in steps:
+        if step in acc.BENCH_STEPS:
+            groups = ([("headline", acc.HEADLINE_SHAPE, list(acc.HEADLINE))] if step == "bench" else
+                      [(name, _bench_shape(p), _bench_models(p, None, None)) for name, p in presets.items()])
+            table = acc.bench_groups(groups, size, device, precision="auto")
+            acc.merge_csv(out / "bench.csv", table, step)
+            done.append(f"{step}: {len(table)} rows")
+            continue
+        study_path = root / "configs" / "smoke.yaml" if smoke else (
+            params_path if step == "default-study" else root / "configs" / "fashionmnist_gpu.yaml")
+        study = load_params(study_path)
+        targets = ([f"train@{study.baselines[0]}-{study.fractions[0]}-{study.seeds[0]}"]
+                   if smoke and step == "default-study" else [])
+        limit = min(time_limit, 12.0) if smoke and step == "gpu-preset" else time_limit  # exercises the stop
+        files = dataset_files if study.data.dataset == "fashionmnist" else None
+        with tempfile.TemporaryDirectory(prefix="study-acceptance-") as scratch:
+            project = acc.scratch_copy(root, Path(scratch) / "project", study_path, files, study.data.root)
+            rows, summary = acc.timed_repro(project, targets, limit, out / f"dvc-{step}.log")
+        acc.merge_csv(out / "stages.csv", pd.DataFrame(rows, columns=["stage", "seconds", "status"]), step)
+        acc.merge_csv(out / "studies.csv", pd.DataFrame([{**summary, "params": study_path.name}]), step)
+        done.append(f"{step}: {summary['stages_done']} stage(s) in {summary['seconds']:.0f} s"
+                    + (" (stopped at the time limit)" if summary["stopped"] else "")
+                    + ("" if summary["returncode"] == 0 or summary["stopped"] else " (FAILED, see the log)"))
+    report = acc.render(out)
+    return f"gpu-acceptance on {device.type}: " + "; ".join(done) + f" -> {report}"
