@@ -110,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", help="join this Ray cluster (e.g. 10.0.0.1:6379, from `ray start --head`) instead "
                    "of starting a local Ray instance")
     p.add_argument("--cpus", type=int, help="CPUs of the local Ray instance (default: all of this machine's)")
+    p.add_argument("--gpus", type=int, help="GPUs of the local Ray instance (default: those Ray detects); on a "
+                   "machine without, logical ones: stages are scheduled by engine.gpus_per_run all the same")
     p.add_argument("--cpus-per-run", type=int, help="CPUs, and torch threads, per training run for this run only "
                    "(default: engine.cpus_per_run, else train.threads); another thread count changes CPU results")
 
@@ -188,7 +190,8 @@ def _run(args: argparse.Namespace) -> str:
     if args.command == "run":
         from study.engine.driver import run_study
 
-        return run_study(params, args.targets, address=args.address, cpus=args.cpus, cpus_per_run=args.cpus_per_run)
+        return run_study(params, args.targets, address=args.address, cpus=args.cpus, cpus_per_run=args.cpus_per_run,
+                         gpus=args.gpus)
     if args.command == "models":
         return stages.models(params, args.image_size, args.in_chans)
     if args.command == "gpu-acceptance":

@@ -27,12 +27,17 @@ _OBJECT_STORE_BYTES = 128 * 1024**2
 _START_ATTEMPTS = 2
 
 
-def preflight(address: str | None, cpus: int | None, cpus_per_run: int | None = None) -> None:
+def preflight(address: str | None, cpus: int | None, cpus_per_run: int | None = None,
+              gpus: int | None = None) -> None:
     """Fail in seconds, before any planning: bad options, Ray missing, or nothing answering at ``address``."""
-    if address is not None and cpus is not None:
-        raise StudyError("--cpus sizes the local Ray instance; an existing cluster (--address) has its own CPUs")
+    for option, value in (("cpus", cpus), ("gpus", gpus)):
+        if address is not None and value is not None:
+            raise StudyError(f"--{option} sizes the local Ray instance; an existing cluster (--address) has its own "
+                             f"{option.upper()}s")
     if cpus is not None and cpus < 1:
         raise StudyError(f"--cpus {cpus}: give at least 1")
+    if gpus is not None and gpus < 0:
+        raise StudyError(f"--gpus {gpus}: give 0 or more")
     if cpus_per_run is not None and cpus_per_run < 1:
         raise StudyError(f"--cpus-per-run {cpus_per_run}: give at least 1 CPU per training run")
     _import_ray()
@@ -43,8 +48,10 @@ def preflight(address: str | None, cpus: int | None, cpus_per_run: int | None = 
 class Cluster:
     """A connection to Ray for the length of one engine run (a context manager)."""
 
-    def __init__(self, address: str | None = None, cpus: int | None = None) -> None:
-        self.address, self.cpus = address, cpus
+    def __init__(self, address: str | None = None, cpus: int | None = None, gpus: int | None = None) -> None:
+        """``cpus``/``gpus`` size a local instance (None: what Ray detects). Ray's GPUs are logical: on a
+        machine without one, ``gpus`` still schedules by GPU shares and sets CUDA_VISIBLE_DEVICES."""
+        self.address, self.cpus, self.gpus = address, cpus, gpus
         self.ray = None
 
     def __enter__(self) -> Cluster:
@@ -77,7 +84,9 @@ class Cluster:
         """Start ``job`` once a node has its reservation; return Ray's handle to its result."""
         options = {"num_cpus": reservation.cpus, "name": job.stage}
         if reservation.gpus:
-            options["num_gpus"] = reservation.gpus  # Ray then sets CUDA_VISIBLE_DEVICES for the stage
+            # Ray then sets CUDA_VISIBLE_DEVICES to the GPU it chose, and runs no more tasks on a GPU than
+            # their shares fit (4 of 0.25); a share below 1 always lies on one GPU.
+            options["num_gpus"] = reservation.gpus
         return self._task.options(**options).remote(job)
 
     def finished(self, handles: list, timeout: float) -> list:
@@ -115,7 +124,8 @@ class Cluster:
         for attempt in range(1, _START_ATTEMPTS + 1):
             try:
                 # address="local": a new instance even where `ray start` runs one (ray.init() would join it)
-                self.ray.init(address="local", num_cpus=self.cpus, include_dashboard=False, log_to_driver=False,
+                self.ray.init(address="local", num_cpus=self.cpus, num_gpus=self.gpus, include_dashboard=False,
+                              log_to_driver=False,
                               logging_level=logging.ERROR, object_store_memory=_OBJECT_STORE_BYTES)
                 return
             except Exception as err:  # noqa: BLE001 - Ray raises plain Exception when its processes fail to start

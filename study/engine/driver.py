@@ -35,20 +35,21 @@ LOG_DIR = Path(".dvc", "tmp", "study-run")
 
 
 def run_study(params: Params, targets: list[str], address: str | None = None, cpus: int | None = None,
-              cpus_per_run: int | None = None) -> str:
+              cpus_per_run: int | None = None, gpus: int | None = None) -> str:
     """Bring the pipeline (or ``targets`` and their upstream stages) up to date; return a one-line summary.
 
-    ``cpus_per_run`` replaces ``engine.cpus_per_run`` for this run (``--cpus-per-run``).
+    ``cpus_per_run`` replaces ``engine.cpus_per_run`` for this run (``--cpus-per-run``); ``cpus`` and ``gpus``
+    size the local Ray instance.
     """
     tic = time.monotonic()
-    preflight(address, cpus, cpus_per_run)
+    preflight(address, cpus, cpus_per_run, gpus)
     params = with_cpus_per_run(params, cpus_per_run)
     pipeline = Pipeline()
     try:
         plan = pipeline.plan(targets)
         if not plan.stages:
             return "run: every stage is up to date; nothing to run"
-        with Cluster(address, cpus) as cluster, pipeline.scm_context(), Interrupts() as interrupts:
+        with Cluster(address, cpus, gpus) as cluster, pipeline.scm_context(), Interrupts() as interrupts:
             driver = _Driver(params, pipeline, plan, cluster, interrupts)
             driver.run()
         # Failures are raised only now, after DVC's git bookkeeping, so the stages that did finish keep their
