@@ -236,8 +236,6 @@ def _check_cross_references(p: Params, source: str) -> None:
             fail(f"{name} = {list(values)}: duplicate value(s) {dupes}; list each once")
     if any(s < 0 for s in p.seeds):
         fail(f"seeds = {list(p.seeds)}: seeds must be non-negative integers")
-    if 1.0 not in p.fractions:
-        fail(f"fractions = {list(p.fractions)}: include 1.0, the full-data reference every analysis compares to")
     for name in p.baselines:
         if name not in p.models:
             fail(f"baselines: '{name}' has no entry under models (defined: {sorted(p.models)})")

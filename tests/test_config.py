@@ -65,7 +65,6 @@ def test_preset_models_build_and_student_matches_vit(path):
         ("fractions", [0.1, 0.1, 1.0], "duplicate value(s) [0.1]"),
         ("fractions", [], "fractions = []"),
         ("fractions", [0.1, 1], "write fractions as decimals"),
-        ("fractions", [0.1, 0.5], "include 1.0"),
         ("seeds", [0, 0], "seeds = [0, 0]: duplicate"),
         ("seeds", [], "seeds = []"),
         ("seeds", [-1], "non-negative"),

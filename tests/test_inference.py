@@ -225,3 +225,21 @@ def test_limitations_say_recipes_were_selected_on_validation_when_they_were():
     untuned = " ".join(limitations(dataset="digits", seeds=[0, 1, 2], convention="epochs", min_steps=40, runs=runs,
                                    selection={"a": {}}))
     assert "set a priori" in untuned and "too few" not in untuned
+
+
+def _fit_runs(train_top1: list[float], improving: list[bool]) -> pd.DataFrame:
+    return pd.DataFrame({"model": ["vit", "vit", "resnet", "resnet"], "fraction": [0.01, 0.1, 0.01, 0.1],
+                         "seed": 0, "train_top1": train_top1, "under_trained": improving})
+
+
+def test_fit_sentence_says_gaps_are_generalisation_only_when_every_run_fit_and_settled():
+    settled = F.fit_sentences(_fit_runs([1.0, 0.995, 1.0, 1.0], [False] * 4))
+    assert len(settled) == 1 and "at least 99% in all 4 runs" in settled[0] and "measures generalisation" in settled[0]
+    improving = F.fit_sentences(_fit_runs([1.0, 0.995, 1.0, 1.0], [False, True, False, False]))
+    assert "generalisation" not in improving[0]
+
+
+def test_fit_sentence_names_each_model_and_fraction_that_did_not_fit():
+    [sentence] = F.fit_sentences(_fit_runs([1.0, 0.85, 1.0, 1.0], [False] * 4))
+    assert "vit at fraction 0.1 (85.0% mean, lowest 85.0%)" in sentence
+    assert "resnet" not in sentence and "generalisation from the same data" not in sentence

@@ -83,7 +83,14 @@ def test_cka_clear_gap_is_claimed_with_its_interval(tmp_path):
     findings = cka_findings(tmp_path)
     claim = next(s for s in findings if "below the cross-seed ceiling" in s)
     assert "At 10% of the data, vit's CKA" in claim and "by 0.30" in claim and "Holm-adjusted" in claim
-    assert any("At matched relative depth, full-data resnet and vit have CKA" in s for s in findings)
+    assert any("At matched relative depth, resnet and vit trained on full data have CKA" in s for s in findings)
+
+
+def test_cka_sentences_name_the_largest_fraction_when_it_is_not_full_data(tmp_path):
+    write_cka_tables(tmp_path, gap=0.3, seeds=[0, 1, 2, 3, 4])
+    findings = cka_findings(tmp_path, reference=0.1)
+    assert any("trained on the largest fraction (10% of the data)" in s for s in findings)
+    assert not any("full data" in s or "full-data" in s for s in findings)
 
 
 def test_cka_with_two_seeds_is_descriptive_only(tmp_path):
@@ -98,7 +105,8 @@ def test_cka_with_one_seed_says_it_is_not_measured(tmp_path):
     (tmp_path / "cka").mkdir()
     pd.DataFrame(columns=S.SUMMARY_COLUMNS).to_csv(tmp_path / "cka" / "cka_to_full.csv", index=False)
     assert cka_findings(tmp_path) == [
-        "CKA to a full-data model is not measured: it compares against a model of another seed, and the study has one."]
+        "CKA to a model trained on full data is not measured: it compares against a model of another seed, and the "
+        "study has one."]
     assert any("one training seed" in s for s in limitations(tmp_path))
 
 

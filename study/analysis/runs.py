@@ -33,7 +33,8 @@ def collect_runs(runs_dir: str | Path) -> pd.DataFrame:
             # floor, so more steps, not more data, would have raised it (study.train.budget).
             "budget_source": b.get("source", "epochs"), "under_trained": improving, "step_bound": improving and floor,
             "test_top1_cls": m.get("test_top1_cls", np.nan), "test_top1_dist": m.get("test_top1_dist", np.nan),
-            "params": m["params"], "train_flops": m["train_flops"], "train_seconds": m["train_seconds"],
+            "params": m["params"], "train_flops": m["train_flops"],
+            "teacher_flops": m.get("teacher_flops", 0), "train_seconds": m["train_seconds"],
             "throughput": m["throughput_images_per_s"], "device": m["device"], "folder": path.parent,
         })
     if not rows:

@@ -51,10 +51,17 @@ def seeds_statement(summary: pd.DataFrame) -> list[str]:
             f"{MIN_SEEDS} are needed): the sentences below describe measured means only."]
 
 
+def reference_data(fraction: float) -> str:
+    """How the sentences name the largest fraction, the reference of every "to the largest" comparison: "full
+    data" when it is the whole training set, else "the largest fraction (10% of the data)"."""
+    return "full data" if fraction >= 1.0 else f"the largest fraction ({100 * fraction:g}% of the data)"
+
+
 def ranking(summary: pd.DataFrame) -> list[str]:
     """Mean test top-1 at the smallest and the full training set (descriptive)."""
     out = []
-    for fraction, word in ((summary["fraction"].min(), "smallest"), (summary["fraction"].max(), "full")):
+    largest = summary["fraction"].max()
+    for fraction, word in ((summary["fraction"].min(), "smallest"), (largest, "full" if largest >= 1.0 else "largest")):
         at = summary[summary["fraction"] == fraction].sort_values("top1_mean", ascending=False)
         listed = ", ".join(f"{r.model} {pct(r.top1_mean)}" for r in at.itertuples())
         out.append(f"Mean test top-1 with the {word} training set ({images(at['train_images'].iloc[0])}): {listed}.")
@@ -161,6 +168,28 @@ def convergence_sentences(runs: pd.DataFrame) -> list[str]:
                "and gap trends." if bound else "")]
 
 
+def fit_sentences(runs: pd.DataFrame, fit: float = 0.99) -> list[str]:
+    """Did every model fit its own training images? If all did and none was still improving, a gap between
+    models at a fraction is one of generalisation from the same data, not of how far each was optimised."""
+    scored = runs.dropna(subset=["train_top1"])
+    if scored.empty:
+        return []
+    per = (scored.groupby(["model", "fraction"], sort=True)
+           .agg(mean=("train_top1", "mean"), low=("train_top1", "min")).reset_index())
+    unfit = per[per["low"] < fit]
+    if unfit.empty:
+        sentence = (f"Every run fit its own training images: train top-1 (unaugmented, on up to 2,000 of them) was "
+                    f"at least {fit:.0%} in all {len(scored)} runs")
+        if not scored["under_trained"].astype(bool).any():
+            return [sentence + "; with none still improving either, a gap between models at a fraction measures "
+                    "generalisation from the same data, not how far the budget let each model optimise."]
+        return [sentence + "."]
+    listed = ", ".join(f"{r.model} at fraction {r.fraction:g} ({pct(r.mean)} mean, lowest {pct(r.low)})"
+                       for r in unfit.itertuples())
+    return [f"Runs that did not fit their own training images (train top-1 below {fit:.0%}): {listed}. Their test "
+            "accuracy measures optimisation as much as generalisation."]
+
+
 def distillation_sentences(teacher: pd.DataFrame, agreement: pd.DataFrame, gaps: pd.DataFrame) -> list[str]:
     """The teacher's train/test accuracy and whether the distilled student agrees with it more."""
     out = []
@@ -175,7 +204,7 @@ def distillation_sentences(teacher: pd.DataFrame, agreement: pd.DataFrame, gaps:
         whole = agreement[agreement["head"] == "model"]
         full = whole[whole["fraction"] == whole["fraction"].max()]
         listed = ", ".join(f"{r.model} {pct(r.agreement_mean)}" for r in full.itertuples())
-        out.append(f"Test-set agreement with the teacher at full data: {listed}.")
+        out.append(f"Test-set agreement with the teacher at {reference_data(whole['fraction'].max())}: {listed}.")
     for sentence in gap_sentences(gaps):
         out.append("Agreement with the teacher, " + sentence[0].lower() + sentence[1:])
     return out

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from study.analysis.inference import MIN_SEEDS, t_interval
+from study.report.findings import reference_data
 
 
 def _read(path: Path) -> pd.DataFrame | None:
@@ -47,38 +48,39 @@ def _no_inference(seeds: int, min_seeds: int) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
-def cka_findings(tables: Path, min_seeds: int = MIN_SEEDS) -> list[str]:
-    """Sentences on CKA to a full-data model of another seed, against the cross-seed ceiling, and on
-    cross-model CKA at matched relative depth; ``tables`` is the reports/tables folder."""
+def cka_findings(tables: Path, reference: float = 1.0, min_seeds: int = MIN_SEEDS) -> list[str]:
+    """Sentences on CKA to a model of another seed trained on the largest fraction (``reference``: full data
+    when 1.0), against the cross-seed ceiling, and on cross-model CKA at matched relative depth; ``tables``
+    is the reports/tables folder."""
     summary = _read(tables / "cka" / "cka_to_full.csv")
     if summary is None or summary.empty:
-        return ["CKA to a full-data model is not measured: it compares against a model of another seed, "
+        return [f"CKA to a model trained on {reference_data(reference)} is not measured: it compares against a model of another seed, "
                 "and the study has one."]
     out = []
     for model, rows in summary.groupby("model", sort=True):
         seeds = int(rows["seeds"].min())
         if seeds < min_seeds:
-            out.append(_cka_described(str(model), rows, seeds, min_seeds))
+            out.append(_cka_described(str(model), rows, seeds, min_seeds, reference_data(reference)))
         else:
-            out += [_cka_inferred(str(model), r) for r in rows.sort_values("fraction").itertuples()]
-    out += _across_findings(tables, min_seeds)
+            out += [_cka_inferred(str(model), r, reference_data(reference)) for r in rows.sort_values("fraction").itertuples()]
+    out += _across_findings(tables, min_seeds, reference_data(reference))
     return out
 
 
-def _cka_described(model: str, rows: pd.DataFrame, seeds: int, min_seeds: int) -> str:
+def _cka_described(model: str, rows: pd.DataFrame, seeds: int, min_seeds: int, ref: str) -> str:
     values = ", ".join(f"{r.mean_cka:.2f} at {_pct(r.fraction)}" for r in rows.sort_values("fraction").itertuples())
-    return (f"{model}: CKA to a full-data model of another seed, averaged over relative depth, is {values} of "
-            f"the data; two full-data models of different seeds reach {rows['ceiling_mean'].iloc[0]:.2f} "
+    return (f"{model}: CKA to a model of another seed trained on {ref}, averaged over relative depth, is {values} "
+            f"of the data; two such models of different seeds reach {rows['ceiling_mean'].iloc[0]:.2f} "
             f"(the noise ceiling). Mean of {seeds} seed{'s' if seeds != 1 else ''}; "
             f"{_no_inference(seeds, min_seeds)}.")
 
 
-def _cka_inferred(model: str, r) -> str:
+def _cka_inferred(model: str, r, ref: str) -> str:
     cka = f"{r.mean_cka:.2f} ({r.confidence:.0%} {_interval(r.ci_low, r.ci_high, 2)})"
     ceiling = f"the cross-seed ceiling {r.ceiling_mean:.2f} ({_interval(r.ceiling_ci_low, r.ceiling_ci_high, 2)})"
     gap = (f"Holm-adjusted {r.gap_confidence:.1%} "
            f"{_interval(r.gap_ci_low, r.gap_ci_high, 2, signed=True)}, {int(r.seeds)} seeds")
-    start = (f"At {_pct(r.fraction)} of the data, {model}'s CKA to a full-data model of another seed, "
+    start = (f"At {_pct(r.fraction)} of the data, {model}'s CKA to a model of another seed trained on {ref}, "
              f"averaged over relative depth, is {cka}")
     if r.gap_significant and r.gap_to_ceiling_mean > 0:
         return f"{start}, below {ceiling} by {r.gap_to_ceiling_mean:.2f} ({gap})."
@@ -87,7 +89,7 @@ def _cka_inferred(model: str, r) -> str:
     return f"{start}: no detectable difference from {ceiling} (gap {r.gap_to_ceiling_mean:+.2f}, {gap})."
 
 
-def _across_findings(tables: Path, min_seeds: int) -> list[str]:
+def _across_findings(tables: Path, min_seeds: int, ref: str) -> list[str]:
     """Cross-model CKA at matched depth, described beside both models' ceilings (no claim is tested)."""
     summary = _read(tables / "cka" / "cka_across_depth.csv")
     per_seed = _read(tables / "cka" / "cka_across_depth_seeds.csv")
@@ -106,7 +108,7 @@ def _across_findings(tables: Path, min_seeds: int) -> list[str]:
                     if math.isfinite(c)]
         noise = (f"; two seeds of the same model reach {' and '.join(ceilings)} on the same depth average"
                  if ceilings else "")
-        out.append(f"At matched relative depth, full-data {a} and {b} have CKA {mean:.2f} averaged over depth"
+        out.append(f"At matched relative depth, {a} and {b} trained on {ref} have CKA {mean:.2f} averaged over depth"
                    f"{spread}, from {rows['cka_mean'].min():.2f} to {rows['cka_mean'].max():.2f} along it{noise}.")
     return out
 
@@ -117,8 +119,8 @@ def _across_findings(tables: Path, min_seeds: int) -> list[str]:
 
 
 def attention_findings(tables: Path, min_seeds: int = MIN_SEEDS) -> list[str]:
-    """Sentences on the first block's most local head (trained at full data vs initialisation and vs the
-    smallest fraction), the number of local heads and the entropy; ``tables`` is the reports/tables folder."""
+    """Sentences on the first block's most local head (trained on the largest fraction vs initialisation and
+    vs the smallest fraction), the number of local heads and the entropy; ``tables`` is the reports/tables folder."""
     layers = _read(tables / "attention" / "attention_layers.csv")
     contrasts = _read(tables / "attention" / "attention_contrasts.csv")
     if layers is None or layers.empty:
@@ -143,13 +145,15 @@ def attention_findings(tables: Path, min_seeds: int = MIN_SEEDS) -> list[str]:
             out.append(f"{sentence}; mean of {seeds} seed{plural}, {_no_inference(seeds, min_seeds)}.")
         else:
             mine = contrasts[(contrasts["model"] == model) & (contrasts["layer"] == first["layer"].iloc[0])]
-            out.append(f"{sentence}. " + " ".join(_contrast(r) for r in mine.itertuples()))
+            ref_cap = reference_data(trained.iloc[-1]["fraction"])
+            out.append(f"{sentence}. " + " ".join(_contrast(r, ref_cap) for r in mine.itertuples()))
         full, start = trained.iloc[-1], init.iloc[0]
+        ref = reference_data(full["fraction"])
         out.append(
             f"{model}, first block: {full['local_heads']:.1f} of {int(full['heads'])} heads attend below "
-            f"{full['local_threshold'] / uniform:.2g}× uniform ({full['local_threshold']:.2f} px) at full data and "
+            f"{full['local_threshold'] / uniform:.2g}× uniform ({full['local_threshold']:.2f} px) at {ref} and "
             f"{start['local_heads']:.1f} at initialisation (mean over {seeds} seed{'s' if seeds != 1 else ''}); "
-            f"mean attention entropy {full['mean_entropy']:.2f} nats at full data, "
+            f"mean attention entropy {full['mean_entropy']:.2f} nats at {ref}, "
             f"{start['mean_entropy']:.2f} at initialisation, {full['uniform_entropy']:.2f} for uniform attention."
         )
     return out
@@ -161,13 +165,13 @@ def _distance(r: pd.Series, with_interval: bool) -> str:
     return f"{r['most_local_distance']:.2f} px ({_interval(r['most_local_ci_low'], r['most_local_ci_high'], 2)})"
 
 
-def _contrast(r) -> str:
+def _contrast(r, ref: str) -> str:
     label = "initialisation" if r.versus == "init" else f"{_pct(r.versus_fraction)} of the data"
     ci = f"Holm-adjusted {r.confidence:.1%} {_interval(r.ci_low, r.ci_high, 2, ' px', signed=True)}"
     if r.significant:
         direction = "closer (more local)" if r.difference < 0 else "farther (less local)"
-        return f"At full data it is {abs(r.difference):.2f} px {direction} than at {label} ({ci})."
-    return f"At full data: no detectable difference from {label} ({r.difference:+.2f} px, {ci})."
+        return f"At {ref} it is {abs(r.difference):.2f} px {direction} than at {label} ({ci})."
+    return f"At {ref}: no detectable difference from {label} ({r.difference:+.2f} px, {ci})."
 
 
 # --------------------------------------------------------------------------------------------------
@@ -180,7 +184,7 @@ def limitations(tables: Path) -> list[str]:
     out = []
     summary = _read(tables / "cka" / "cka_to_full.csv")
     if summary is not None and summary.empty:
-        out.append("With one training seed, CKA to full data has no model of another seed to compare with, "
+        out.append("With one training seed, CKA to the largest fraction has no model of another seed to compare with, "
                    "and so no noise ceiling; it is not reported.")
     elif summary is not None and (summary["ceiling_pairs"] < 2).any():
         out.append("The CKA noise ceiling comes from a single pair of seeds (compared both ways), so its own "

@@ -11,25 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from study.report.tables import write_table
+from study.report.tables import markdown_table, write_table
 
 QUESTION = (
     "When does a Vision Transformer beat a convolutional network, and why? We train a from-scratch ViT, "
     "a DeiT-style ViT distilled from a CNN teacher, and a ResNet under identical budgets on nested "
     "fractions of the training set, then compare accuracy, representations (CKA) and attention."
 )
-
-
-def _md_table(df: pd.DataFrame, digits: int = 4) -> str:
-    def cell(v) -> str:
-        if isinstance(v, float):
-            return "–" if math.isnan(v) else f"{v:.{digits}f}"
-        return str(v)
-
-    header = "| " + " | ".join(map(str, df.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join([header, rule, *rows])
 
 
 def _figure(path: Path, report_dir: Path, caption: str) -> str:
@@ -73,19 +61,30 @@ def write_report(
                                            steps_from=("budget_source", "first"),
                                            still_improving=("under_trained", "sum"), runs=("seed", "size"))
                .reset_index())
+    # The compute each model actually used at each fraction (every run records it): the budget is identical
+    # across models in steps and images, not in FLOPs or seconds.
+    compute = (runs.assign(train_PFLOPs=(runs["train_flops"] + runs["teacher_flops"]) / 1e15)
+               .groupby(["model", "fraction"], sort=True)
+               .agg(runs=("seed", "size"), steps=("steps", "first"), images_seen=("images_seen", "first"),
+                    train_PFLOPs=("train_PFLOPs", "mean"), train_seconds=("train_seconds", "median"),
+                    still_improving=("under_trained", "sum"))
+               .reset_index())
     heads = runs.dropna(subset=["test_top1_cls"])
     head_table = (heads.groupby(["model", "fraction"], as_index=False)
                   .agg(avg=("test_top1", "mean"), cls_head=("test_top1_cls", "mean"), dist_head=("test_top1_dist", "mean")))
     write_table(models, out_tables / "models", "Models: parameters, training FLOPs at full data, median throughput.", 1)
     write_table(budgets, out_tables / "budgets", "Identical budgets: steps and images seen per fraction, all models; "
                 "what set the steps; runs still improving at the end.", 2)
+    write_table(compute, out_tables / "compute", "Compute used per model and fraction: optimiser steps, images seen, "
+                "training PFLOPs (3 x forward, plus the teacher's forward for a distilled student; mean over seeds), "
+                "median training seconds, runs still improving at the end.", 3)
     write_table(head_table, out_tables / "deit_heads", "Distilled ViT: test top-1 of the class head, the distillation head and their average.")
 
     accuracy = [*F.seeds_statement(summary), *F.ranking(summary), *F.gap_sentences(gaps),
                 *F.crossing_sentences(crossings), *F.trend_sentences(trends)]
     distillation = (F.distillation_sentences(teacher, agreement, agreement_gaps if agreement_gaps is not None else _empty())
                     if teacher is not None and agreement is not None else [])
-    mechanisms = [*cka_findings(tables_dir), *attention_findings(tables_dir)]
+    mechanisms = [*cka_findings(tables_dir, reference=max(runs["fraction"])), *attention_findings(tables_dir)]
     limits = limitations(dataset=setup["dataset"], seeds=setup["seeds"], convention=setup["convention"],
                          min_steps=setup["min_steps"], runs=runs, selection=setup["selection"])
     limits += mechanism_limitations(tables_dir)
@@ -100,7 +99,7 @@ def write_report(
         "## Question", "", QUESTION, "",
         "## Findings", "",
         "### Accuracy against training-set size", "", *bullets(accuracy), "",
-        "### Convergence", "", *bullets(F.convergence_sentences(runs)), "",
+        "### Convergence", "", *bullets([*F.convergence_sentences(runs), *F.fit_sentences(runs)]), "",
     ]
     if distillation:
         lines += ["### Distillation", "", *bullets(distillation), ""]
@@ -112,29 +111,31 @@ def write_report(
         f"- Budget: batch {setup['batch_size']}, convention `{setup['convention']}` "
         f"({setup['convention_text']}); every model at a fraction takes the same steps on the same data.",
         f"- Distillation: {setup['distill']}.",
-        "", _md_table(models, 1), "", _md_table(budgets, 2), "",
+        "", markdown_table(models, 1), "", markdown_table(budgets, 2), "",
+        "Compute each model used (PFLOPs: 3 × forward per image seen, plus the teacher's forward; seconds: median "
+        "over seeds, on the device of the run):", "", markdown_table(compute, 3), "",
         "Recipes (from `params.yaml`):", "", "```yaml", setup["recipes"].rstrip(), "```", "",
         "## Data efficiency", "",
         _figure(fig("curves", "data_efficiency.png"), report_dir,
                 "Test accuracy against training images (log scale); bands: t-interval over seeds; ringed: runs "
                 "still improving at the end."), "",
-        _md_table(summary[["model", "fraction", "train_images", "seeds", "top1_mean", "top1_ci_low", "top1_ci_high",
+        markdown_table(summary[["model", "fraction", "train_images", "seeds", "top1_mean", "top1_ci_low", "top1_ci_high",
                            "train_top1_mean", "under_trained"]]), "",
         _figure(fig("curves", "gaps.png"), report_dir,
                 "Paired gaps: thin bars raw t-intervals, thick bars Holm-adjusted; filled where a difference is claimed."), "",
         "Paired gaps (same subset and seed); `adj_*`: Holm-adjusted across the comparison's fractions:", "",
-        _md_table(gaps[["comparison", "train_images", "seeds", "gap_mean", "gap_ci_low", "gap_ci_high", "adj_ci_low",
+        markdown_table(gaps[["comparison", "train_images", "seeds", "gap_mean", "gap_ci_low", "gap_ci_high", "adj_ci_low",
                         "adj_ci_high", "p_holm", "significant", "under_trained_a", "under_trained_b"]]), "",
-        "Gap trends per tenfold more training data:", "", _md_table(trends), "",
+        "Gap trends per tenfold more training data:", "", markdown_table(trends), "",
         "Power-law fits, error ≈ a·n^(−b) + c, runs that are not step-bound; bootstrap intervals over seeds:", "",
-        _md_table(fits[["model", "a", "b", "b_ci_low", "b_ci_high", "c", "c_ci_low", "c_ci_high", "c_on_bound",
+        markdown_table(fits[["model", "a", "b", "b_ci_low", "b_ci_high", "c", "c_ci_low", "c_ci_high", "c_on_bound",
                         "rmse", "runs_used", "runs_step_bound"]]), "",
     ]
     if not head_table.empty:
-        lines += ["Distilled ViT, each head alone and their average (DeiT Table 3):", "", _md_table(head_table), ""]
+        lines += ["Distilled ViT, each head alone and their average (DeiT Table 3):", "", markdown_table(head_table), ""]
     if teacher is not None:
         lines += ["## Distillation", "", "The teacher's accuracy on its own training images and on the test set:", "",
-                  _md_table(teacher), "", "Test-set agreement with the teacher (DeiT Table 4):", "", _md_table(agreement), ""]
+                  markdown_table(teacher), "", "Test-set agreement with the teacher (DeiT Table 4):", "", markdown_table(agreement), ""]
     lines += ["## Representations (CKA)", ""]
     for stem, caption in (("cka_within", "Linear CKA between layers within each model (full data, analysis seed)."),
                           ("cka_across", "Linear CKA between layers of different models (full data, analysis seed)."),
@@ -145,7 +146,7 @@ def write_report(
     if cka is not None and not cka.empty:
         lines += ["CKA to a full-data model of another seed, mean over relative depth, beside the cross-seed ceiling; "
                   "gap = ceiling − CKA, paired by seed, Holm-adjusted:", "",
-                  _md_table(cka[["model", "fraction", "seeds", "mean_cka", "ci_low", "ci_high", "ceiling_mean",
+                  markdown_table(cka[["model", "fraction", "seeds", "mean_cka", "ci_low", "ci_high", "ceiling_mean",
                                  "gap_to_ceiling_mean", "gap_ci_low", "gap_ci_high", "gap_significant"]], 3), ""]
     lines += ["## Attention", "",
               _figure(fig("attention", "attention_distance.png"), report_dir,
@@ -154,7 +155,7 @@ def write_report(
     if layers is not None and not layers.empty:
         lines += ["Per layer: the most local head (mean over seeds of each seed's smallest head distance, px), heads "
                   "below 0.75× the uniform distance, and mean attention entropy (nats), trained and at initialisation:", "",
-                  _md_table(layers[["model", "state", "fraction", "layer", "seeds", "most_local_distance",
+                  markdown_table(layers[["model", "state", "fraction", "layer", "seeds", "most_local_distance",
                                     "most_local_ci_low", "most_local_ci_high", "local_heads", "mean_entropy",
                                     "uniform_distance", "uniform_entropy"]], 2), ""]
     for png in sorted(fig("attention").glob("attention_maps_*.png")):

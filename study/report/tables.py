@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -20,3 +21,16 @@ def write_table(df: pd.DataFrame, stem: str | Path, caption: str, float_digits: 
     )  # pandas writes \toprule/\midrule/\bottomrule, i.e. needs \usepackage{booktabs}
     write_text(tex, latex)
     return [csv, tex]
+
+
+def markdown_table(df: pd.DataFrame, digits: int = 4) -> str:
+    """``df`` as a GitHub Markdown table, floats to ``digits`` places and NaN as a dash."""
+    def cell(v) -> str:
+        if isinstance(v, float):
+            return "–" if math.isnan(v) else f"{v:.{digits}f}"
+        return str(v)
+
+    header = "| " + " | ".join(map(str, df.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in df.columns) + "|"
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
