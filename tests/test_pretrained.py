@@ -133,7 +133,8 @@ def test_hugging_face_unsupported_config_and_keys_are_one_line(tmp_path):
         load_pretrained(str(tmp_path / "missing"))
 
 
-@pytest.mark.parametrize("name, study_vit", [("vit_tiny_patch16_224", True), ("resnet18", False)])
+@pytest.mark.parametrize("name, study_vit", [("vit_tiny_patch16_224", True), ("deit_tiny_distilled_patch16_224", True),
+                                             ("resnet18", False)])
 def test_timm_model_with_local_safetensors(tmp_path, name, study_vit):
     import timm
     from safetensors.torch import save_file

@@ -99,6 +99,28 @@ def test_pretrained_preset_end_to_end(tmp_path):
     assert "pretrained" not in dvc("status", cwd=project, check=False).stdout  # the default study never sees it
 
 
+def test_the_streaming_pass_does_not_depend_on_the_batch_size(tmp_path):
+    """Attention statistics are running sums over images: batches of 4 and one batch of 8 give the same numbers;
+    and a model's CKA with itself is 1 on the diagonal whatever the batching."""
+    from study.models import build_model
+    from study.pretrained.analysis import analyse
+    from study.pretrained.images import Preprocessing, list_images
+    from study.pretrained.load import Checkpoint
+
+    _image_folder(tmp_path / "images", 8)
+    torch.manual_seed(0)
+    model = build_model("vit", 3, 16, 3, patch_size=4, embed_dim=16, depth=2, num_heads=2).eval()
+    checkpoint = Checkpoint(model, Preprocessing(20, (16, 16), "bicubic", (0.5,) * 3, (0.25,) * 3, "test"),
+                            "study", "study:vit", tmp_path / "model.pt")
+    paths = list_images(tmp_path / "images", 8)
+    runs = [analyse({"a": checkpoint, "b": checkpoint}, paths, size, "linear", 1.0, 2, torch.device("cpu"))
+            for size in (4, 8)]
+    assert runs[0].images == runs[1].images == 8
+    pd.testing.assert_frame_equal(runs[0].heads, runs[1].heads, rtol=1e-10, atol=0)
+    for run in runs:
+        assert np.allclose(np.diag(run.block("a", "b")), 1.0, atol=1e-6)
+
+
 def test_pretrained_commands_refuse_bad_input_in_one_line(tmp_path, capsys):
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"models": {"a": {"source": "timm:resnet18"}, "b": {"source": "hf:b"}}}))
