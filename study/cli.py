@@ -135,8 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--images", type=int, default=8192, help="synthetic training images (default 8192)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the study path "
                    "(default: train.compile)")
-    p.add_argument("--precision", choices=("auto", "bf16", "fp32"), help="forward precision of both paths "
-                   "(default: train.precision; auto = bf16 autocast on GPU, float32 on CPU)")
+    p.add_argument("--precision", action="append", choices=("auto", "bf16", "fp32"), help="forward precision of "
+                   "both paths (default: train.precision; auto = bf16 autocast on GPU, float32 on CPU); repeat it to "
+                   "measure several side by side, e.g. --precision fp32 --precision bf16")
     p.add_argument("--augment-cost", action="store_true", help="also time each model's study step under heavy "
                    "augmentation (DeiT's: crop, flip, RandAugment, erasing, Mixup/CutMix), to show its cost")
     p.add_argument("--out", type=Path, default=Path("reports/bench.csv"), help="CSV of the results")
@@ -146,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
              "scratch copy; tables into --out")
     p.add_argument("--out", type=Path, required=True, help="folder of the results: acceptance.md and its CSVs")
     p.add_argument("--step", action="append", choices=("bench", "bench-presets", "default-study", "gpu-preset"),
-                   help="run only this step (repeatable; default: all, in this order); each fits one 10-minute "
+                   help="run only this step (repeatable; default: all, in this order); each is sized for one 10-minute "
                    "device call, and a later call adds its rows to --out")
     p.add_argument("--smoke", action="store_true", help="toy sizes and configs/smoke.yaml: the CPU check CI runs")
     p.add_argument("--time-limit", type=float, default=540.0, help="seconds after which a `dvc repro` is stopped "

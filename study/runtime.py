@@ -28,7 +28,8 @@ def configure(threads: int = 0, deterministic: bool = True) -> None:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.benchmark = False
-    else:
+    else:  # also undoes an earlier call's determinism (``study gpu-acceptance`` benches with autotuning)
+        torch.use_deterministic_algorithms(False)
         torch.backends.cudnn.benchmark = True
     # TF32 matmuls on Ampere+ GPUs: a large speed-up for float32 parts, well within training noise.
     torch.backends.cuda.matmul.allow_tf32 = True

@@ -452,7 +452,9 @@ def _bench_models(params: Params, model_keys: list[str] | None, archs: list[str]
 def bench(params: Params, model_keys: list[str] | None, archs: list[str] | None, image_size: int | None,
           in_chans: int | None, num_classes: int | None, batch_size: int | None, steps: int, warmup_steps: int,
           repeats: int, workers: list[int] | None, images: int, compile_model: bool | None, out: Path,
-          precision: str | None = None, augment_cost: bool = False) -> str:
+          precisions: list[str] | None = None, augment_cost: bool = False) -> str:
+    """``study bench``; several ``precisions`` (e.g. fp32 and bf16) are measured one after the other, each
+    against its own matmul peak, and shown side by side."""
     from study import runtime
     from study.bench.train_step import STUDY, STUDY_AUGMENTED, format_table, run_benchmark, write_csv
     from study.train.loop import resolved_precision
@@ -460,23 +462,26 @@ def bench(params: Params, model_keys: list[str] | None, archs: list[str] | None,
     shape = _bench_shape(params, image_size, in_chans, num_classes)
     specs = _bench_models(params, model_keys, archs)
     device = runtime.pick_device(params.train.device)
-    precision = precision or params.train.precision
-    table = run_benchmark(
+    precisions = precisions or [params.train.precision]
+    table = pd.concat([run_benchmark(
         specs, shape, batch_size=batch_size or params.budget.batch_size, steps=steps, warmup_steps=warmup_steps,
         repeats=repeats, workers=workers or [2], device=device, images=images,
         compile_model=params.train.compile if compile_model is None else compile_model, precision=precision,
         augment_cost=augment_cost,
-    )
+    ) for precision in precisions], ignore_index=True)
     print(format_table(table))
     write_csv(table, out)
     study = table[table["path"] == STUDY]
-    parts = ", ".join(f"{r.model} {r.speedup:.2f}x (MFU {100 * r.mfu:.1f}%)" for r in study.itertuples())
+    shown = [resolved_precision(device, p) for p in precisions]
+    short = {"float32": "fp32", "bfloat16": "bf16"}  # a row's precision, by the dtype of its peak matmul
+    label = (lambda r: f"{r.model} {short[r.peak_dtype]}") if len(set(shown)) > 1 else (lambda r: r.model)
+    parts = ", ".join(f"{label(r)} {r.speedup:.2f}x (MFU {100 * r.mfu:.1f}%)" for r in study.itertuples())
     augmented = table[table["path"] == STUDY_AUGMENTED]
     if len(augmented):
         parts += "; heavy augmentation costs " + ", ".join(
             f"{r.model} +{r.augment_cost_pct:.0f}%" for r in augmented.itertuples()) + " per step"
     return (f"bench: study vs fastest usual recipe on {shape.in_chans}x{shape.image_size}x{shape.image_size}, "
-            f"{device.type}, {resolved_precision(device, precision)}: {parts} -> {out}")
+            f"{device.type}, {' and '.join(dict.fromkeys(shown))}: {parts} -> {out}")
 
 
 def gpu_acceptance(params: Params, params_path: Path, out: Path, steps: list[str] | None, smoke: bool,

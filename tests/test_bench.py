@@ -152,3 +152,27 @@ def test_the_cka_benchmark_times_every_implementation_and_agrees_with_its_refere
     assert all(seconds > 0 for seconds in report["seconds"].values())
     assert report["max_abs_diff_minibatch_f64_vs_naive"] < 1e-6
     assert report["max_abs_diff_f32_vs_f64_reference"] < 1e-4
+
+
+def test_precisions_side_by_side_each_against_its_own_peak(tmp_path, monkeypatch):
+    """`--precision fp32 --precision bf16`: both paths at each precision, MFU against that precision's peak."""
+    import study.bench.train_step
+
+    monkeypatch.setitem(study.bench.train_step.PEAK_SIZE, "cpu", 64)  # CPUs without native bf16 take ~17 s a 2048² try
+    raw = {**TINY_PARAMS, "baselines": ["vit"], "distill": None, "models": {"vit": TINY_PARAMS["models"]["vit"]}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    out = tmp_path / "bench.csv"
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        status = main(["bench", "--params", str(tmp_path / "params.yaml"), "--precision", "fp32", "--precision",
+                       "bf16", "--steps", "1", "--warmup-steps", "1", "--repeats", "1", "--workers", "0",
+                       "--images", "16", "--out", str(out)])
+    assert status == 0 and ", fp32 and bf16: vit fp32 " in stdout.getvalue().strip().splitlines()[-1]
+    table = pd.read_csv(out)
+    assert sorted(zip(table["peak_dtype"], table["path"])) == [("bfloat16", STUDY), ("bfloat16", USUAL),
+                                                               ("float32", STUDY), ("float32", USUAL)]
+    for _, rows in table.groupby("peak_dtype"):  # each precision's speed-up is within that precision
+        study, usual = (rows.loc[rows["path"] == p].iloc[0] for p in (STUDY, USUAL))
+        assert usual["speedup"] == pytest.approx(study["images_per_s"] / usual["images_per_s"])
+        assert study["mfu"] == pytest.approx(study["achieved_gflop_s"] / study["peak_gflop_s"])
+    assert "float32 matmul" in stdout.getvalue() and "bfloat16 matmul" in stdout.getvalue()

@@ -108,3 +108,14 @@ def test_bad_steps_and_a_folder_without_the_pipeline_are_one_line(tmp_path, monk
     assert main(["gpu-acceptance", "--smoke", "--out", str(tmp_path / "out"), "--step", "bench"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: no dvc.yaml") and not (tmp_path / "out").exists()
+
+
+def test_without_git_the_scratch_copy_is_a_dvc_project_without_scm(tmp_path, monkeypatch):
+    """The device image may lack git: the copy then runs DVC with core.no_scm, and leaves outputs behind."""
+    which = acc.shutil.which
+    monkeypatch.setattr(acc.shutil, "which", lambda name, path=None: None if name == "git" else which(name, path=path))
+    project = acc.scratch_copy(ROOT, tmp_path / "copy", ROOT / "configs" / "smoke.yaml", None, "data/raw")
+    assert not (project / ".git").exists() and not (project / "dvc.lock").exists()
+    assert not {"runs", "reports", ".venv", ".kit"} & {p.name for p in project.iterdir()}
+    assert (project / "params.yaml").read_text() == (ROOT / "configs" / "smoke.yaml").read_text()
+    assert "train@resnet-0.5-0" in acc._run_dvc(project, "stage", "list", "--name-only").split()

@@ -1,6 +1,7 @@
 """``study gpu-acceptance``: the GPU acceptance in one command, each step short enough for one device call.
 
-Steps (``--step``, repeatable; default: all, in this order), each under 10 minutes on one H100-class GPU:
+Steps (``--step``, repeatable; default: all, in this order), each sized for one 10-minute device call (not yet
+run on a GPU):
 
 * ``bench`` — ResNet-18 (3×3 stem) and ViT-Tiny/4 (dim 192, depth 12, 3 heads) on 32×32×3, 10 classes: the
   study's training step beside the usual DataLoader recipe (:mod:`study.bench.train_step`), with img/s, MFU
@@ -114,8 +115,8 @@ def scratch_copy(root: Path, dest: Path, params_file: Path, dataset_files: Path 
         for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=acceptance", "-c", "user.email=acceptance@local",
                                                        "commit", "-qm", "scratch copy"]):
             subprocess.run(["git", *args], cwd=dest, check=True, capture_output=True)
-    else:
-        _run_dvc(dest, "config", "--local", "core.no_scm", "true")
+    else:  # DVC without git: its documented `core.no_scm` switch, in the copy's local config
+        (dest / ".dvc" / "config.local").write_text("[core]\n    no_scm = true\n")
     return dest
 
 
@@ -163,7 +164,12 @@ def timed_repro(project: Path, targets: list[str], time_limit: float | None, log
     for i, (stage, start) in enumerate(starts):
         end = starts[i + 1][1] if i + 1 < len(starts) else seconds
         last = i + 1 == len(starts)
-        status = "done" if not last or returncode == 0 else ("stopped at the time limit" if stopped else "failed")
+        if not last:
+            status = "done"
+        elif stopped:  # whatever dvc's exit status after SIGTERM (it can be 0): its last stage was cut short
+            status = "stopped at the time limit"
+        else:
+            status = "done" if returncode == 0 else "failed"
         rows.append({"stage": stage, "seconds": end - start, "status": status})
     summary = {"seconds": seconds, "returncode": returncode, "stopped": stopped, "time_limit": time_limit,
                "stages_started": len(starts), "stages_done": sum(r["status"] == "done" for r in rows),

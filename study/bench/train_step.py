@@ -493,9 +493,11 @@ def run_benchmark(models: list[BenchModel], shape: Shape, *, batch_size: int, st
 
 def format_table(table: pd.DataFrame) -> str:
     """The columns a reader compares, rounded for the terminal."""
+    several = table["peak_dtype"].nunique() > 1  # precisions side by side: name each row's
     shown = pd.DataFrame({
         "model": table["model"],
-        "path": [p if pd.isna(w) else f"{p} (w={int(w)})" for p, w in zip(table["path"], table["workers"])],
+        "path": [(p if pd.isna(w) else f"{p} (w={int(w)})") + (f", {d}" if several else "")
+                 for p, w, d in zip(table["path"], table["workers"], table["peak_dtype"])],
         "img/s": table["images_per_s"].round(0).astype(int),
         "ms/step": table["ms_per_step"].round(1),
         "spread %": table["spread_pct"].round(1),
@@ -507,9 +509,9 @@ def format_table(table: pd.DataFrame) -> str:
     })
     if (table["path"] == STUDY_AUGMENTED).any():
         shown.insert(len(shown.columns) - 1, "aug cost %", table["augment_cost_pct"].round(1))
-    first = table.iloc[0]
-    footer = (f"peak: {first['peak_gflop_s']:.0f} GFLOP/s measured ({first['peak_dtype']} matmul); "
-              f"memory: {first['memory']}; precision: {', '.join(sorted(set(table['precision'])))}")
+    peaks = table.groupby("peak_dtype", sort=False)["peak_gflop_s"].first()
+    footer = ("peak: " + ", ".join(f"{gflops:.0f} GFLOP/s ({dtype} matmul)" for dtype, gflops in peaks.items())
+              + f" measured; memory: {table['memory'].iloc[0]}; precision: {', '.join(sorted(set(table['precision'])))}")
     return shown.to_string(index=False) + "\n" + footer
 
 
