@@ -26,7 +26,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from study.bench.train_step import STUDY, USUAL, BenchModel, Shape, run_benchmark
+from study.bench.train_step import STUDY, BenchModel, Shape, run_benchmark
 from study.errors import StudyError
 from study.io import atomic_path, read_json, write_json, write_text
 from study.report.tables import markdown_table
