@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default 540)")
     p.add_argument("--dataset-files", type=Path, help="Fashion-MNIST's IDX files, copied into the scratch copy's "
                    "data.root (default: .kit/fashion-mnist when it exists, else the study's own search)")
+    p.add_argument("--merge", type=Path, action="append", metavar="FOLDER", help="run no step: gather the --out "
+                   "folders of earlier calls (one per device call) into --out and render acceptance.md (repeatable)")
     return parser
 
 
@@ -199,7 +201,7 @@ def _run(args: argparse.Namespace) -> str:
         kit_data = Path(".kit", "fashion-mnist")
         dataset_files = args.dataset_files or (kit_data if kit_data.is_dir() else None)
         return stages.gpu_acceptance(params, args.params, args.out, args.step, args.smoke, args.time_limit,
-                                     dataset_files)
+                                     dataset_files, args.merge)
     if args.command == "bench":
         return stages.bench(params, args.model, args.arch, args.image_size, args.in_chans, args.num_classes,
                             args.batch_size, args.steps, args.warmup_steps, args.repeats, args.workers, args.images,

@@ -485,11 +485,12 @@ def bench(params: Params, model_keys: list[str] | None, archs: list[str] | None,
 
 
 def gpu_acceptance(params: Params, params_path: Path, out: Path, steps: list[str] | None, smoke: bool,
-                   time_limit: float, dataset_files: Path | None) -> str:
+                   time_limit: float, dataset_files: Path | None, merge: list[Path] | None = None) -> str:
     """``study gpu-acceptance``: the steps of :mod:`study.bench.acceptance`, results into ``out``.
 
     Run from the project root. ``params_path`` is the default study; ``--smoke`` swaps every preset for
     configs/smoke.yaml, the models for toy sizes, and runs one training stage of it for the default study.
+    ``merge``: run nothing; gather the folders of earlier calls into ``out`` and render it.
     """
     import tempfile
 
@@ -498,6 +499,8 @@ def gpu_acceptance(params: Params, params_path: Path, out: Path, steps: list[str
     from study.config import load_params
 
     root = Path.cwd()
+    if merge:
+        return f"gpu-acceptance: {len(merge)} folder(s) merged -> {acc.merge_folders(merge, out)}"
     if not (root / "dvc.yaml").is_file():
         raise StudyError(f"no dvc.yaml in {root}; run `study gpu-acceptance` from the project root")
     steps = steps or list(acc.STEPS)

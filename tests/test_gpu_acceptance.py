@@ -119,3 +119,26 @@ def test_without_git_the_scratch_copy_is_a_dvc_project_without_scm(tmp_path, mon
     assert not {"runs", "reports", ".venv", ".kit"} & {p.name for p in project.iterdir()}
     assert (project / "params.yaml").read_text() == (ROOT / "configs" / "smoke.yaml").read_text()
     assert "train@resnet-0.5-0" in acc._run_dvc(project, "stage", "list", "--name-only").split()
+
+
+def test_folders_of_separate_calls_merge_into_one_report(smoke_run, tmp_path):
+    """One device call per step, each with its own $OUT: --merge puts them back together."""
+    out = smoke_run[1]
+    calls = []
+    for step in ("bench", "bench-presets", "default-study", "gpu-preset"):  # what each call would have written
+        folder = tmp_path / step
+        folder.mkdir()
+        (folder / "device.json").write_text((out / "device.json").read_text())
+        for name in ("bench.csv", "stages.csv", "studies.csv"):
+            table = pd.read_csv(out / name)
+            if step in set(table["step"]):
+                table[table["step"] == step].to_csv(folder / name, index=False)
+        calls.append(folder)
+    merged = tmp_path / "merged"
+    args = [a for folder in calls for a in ("--merge", str(folder))]
+    assert main(["gpu-acceptance", "--out", str(merged), *args]) == 0
+    for name in ("bench.csv", "stages.csv", "studies.csv"):
+        ours, theirs = pd.read_csv(merged / name), pd.read_csv(out / name)
+        assert sorted(map(tuple, ours.astype(str).values)) == sorted(map(tuple, theirs.astype(str).values)), name
+    assert (merged / "acceptance.md").read_text() == (out / "acceptance.md").read_text()
+    assert main(["gpu-acceptance", "--out", str(merged), "--merge", str(tmp_path / "nothing")]) == 2

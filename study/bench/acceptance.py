@@ -216,6 +216,25 @@ def merge_csv(path: Path, table: pd.DataFrame, step: str) -> pd.DataFrame:
     return table
 
 
+def merge_folders(folders: list[Path], out: Path) -> Path:
+    """Put the results of separate calls (one device call per step, each with its own folder) into ``out``:
+    each folder's rows replace those of the same step, its logs and device description are copied; then
+    ``acceptance.md`` is rendered. Later folders win."""
+    out.mkdir(parents=True, exist_ok=True)
+    for folder in folders:
+        if not (folder / "device.json").is_file():
+            raise StudyError(f"--merge {folder}: no device.json there; give folders that `study gpu-acceptance` wrote")
+        for name in ("bench.csv", "stages.csv", "studies.csv"):
+            if (folder / name).is_file():
+                table = pd.read_csv(folder / name)
+                for step, rows in table.groupby("step", sort=False):
+                    merge_csv(out / name, rows.drop(columns="step"), step)
+        for extra in [folder / "device.json", *folder.glob("dvc-*.log")]:
+            if extra.resolve() != (out / extra.name).resolve():
+                shutil.copy(extra, out / extra.name)
+    return render(out)
+
+
 def device_description(device: torch.device) -> dict:
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
