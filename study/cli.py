@@ -165,6 +165,13 @@ def _run(args: argparse.Namespace) -> str:
 
     if args.command.startswith("pretrained-"):
         return _run_pretrained(args)
+    if args.command == "levers":
+        from study.config import parse_params
+        from study.levers import read_grid, sweep
+
+        base, _ = read_grid(args.grid)
+        runtime.configure(threads=parse_params(base, str(args.grid)).train.threads)  # CPU results depend on it
+        return sweep(args.grid, args.prepared, args.subsets, args.out, args.table, args.lever)
     params = load_params(args.params)
     runtime.configure(threads=params.train.threads, deterministic=params.train.deterministic)
     if args.command == "check":
