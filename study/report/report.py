@@ -63,10 +63,10 @@ def write_report(
                .reset_index())
     # The compute each model actually used at each fraction (every run records it): the budget is identical
     # across models in steps and images, not in FLOPs or seconds.
-    compute = (runs.assign(train_PFLOPs=(runs["train_flops"] + runs["teacher_flops"]) / 1e15)
+    compute = (runs.assign(train_TFLOPs=(runs["train_flops"] + runs["teacher_flops"]) / 1e12)
                .groupby(["model", "fraction"], sort=True)
                .agg(runs=("seed", "size"), steps=("steps", "first"), images_seen=("images_seen", "first"),
-                    train_PFLOPs=("train_PFLOPs", "mean"), train_seconds=("train_seconds", "median"),
+                    train_TFLOPs=("train_TFLOPs", "mean"), train_seconds=("train_seconds", "median"),
                     still_improving=("under_trained", "sum"))
                .reset_index())
     heads = runs.dropna(subset=["test_top1_cls"])
@@ -76,8 +76,8 @@ def write_report(
     write_table(budgets, out_tables / "budgets", "Identical budgets: steps and images seen per fraction, all models; "
                 "what set the steps; runs still improving at the end.", 2)
     write_table(compute, out_tables / "compute", "Compute used per model and fraction: optimiser steps, images seen, "
-                "training PFLOPs (3 x forward, plus the teacher's forward for a distilled student; mean over seeds), "
-                "median training seconds, runs still improving at the end.", 3)
+                "training TFLOPs (3 x forward, plus the teacher's forward for a distilled student; mean over seeds), "
+                "median training seconds, runs still improving at the end.", 2)
     write_table(head_table, out_tables / "deit_heads", "Distilled ViT: test top-1 of the class head, the distillation head and their average.")
 
     accuracy = [*F.seeds_statement(summary), *F.ranking(summary), *F.gap_sentences(gaps),
@@ -112,8 +112,8 @@ def write_report(
         f"({setup['convention_text']}); every model at a fraction takes the same steps on the same data.",
         f"- Distillation: {setup['distill']}.",
         "", markdown_table(models, 1), "", markdown_table(budgets, 2), "",
-        "Compute each model used (PFLOPs: 3 × forward per image seen, plus the teacher's forward; seconds: median "
-        "over seeds, on the device of the run):", "", markdown_table(compute, 3), "",
+        "Compute each model used (TFLOPs: 3 × forward per image seen, plus the teacher's forward; seconds: median "
+        "over seeds, on the device of the run):", "", markdown_table(compute, 2), "",
         "Recipes (from `params.yaml`):", "", "```yaml", setup["recipes"].rstrip(), "```", "",
         "## Data efficiency", "",
         _figure(fig("curves", "data_efficiency.png"), report_dir,
