@@ -177,7 +177,8 @@ def cka(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
         save_figure(cka_grid(across), tmp / "cka_across", cka_frame(across))
         if not to_full.empty:
             figure_data = pd.concat([to_full.assign(curve="fraction"), ceiling.assign(curve="ceiling")])
-            save_figure(cka_to_reference(to_full, ceiling), tmp / "cka_to_full", figure_data)
+            save_figure(cka_to_reference(to_full, ceiling, reference=max(params.fractions)), tmp / "cka_to_full",
+                        figure_data)
     with atomic_dir(tables) as tmp:
         write_table(summary, tmp / "cka_to_full",
                     f"CKA of each model at each fraction to the full-data model of another seed, mean over "

@@ -486,3 +486,12 @@ def test_cka_to_reference_draws_the_cross_seed_ceiling():
     assert len(with_ceiling.axes[0].lines) == len(plain.axes[0].lines) + 1
     dashed = with_ceiling.axes[0].lines[-1]
     assert dashed.get_linestyle() == "--" and np.allclose(dashed.get_ydata(), 0.95)
+
+
+def test_cka_to_reference_names_a_largest_fraction_below_full_data_and_keeps_small_fractions_exact():
+    to_full = _layers_frame({("vit", f, s, 1 - s): 0.5 + f for f in (0.005, 0.05) for s in (0, 1)})
+    ceiling = _layers_frame({("vit", 0.1, s, 1 - s): 0.95 for s in (0, 1)}).drop(columns="fraction")
+    fig = cka_to_reference(to_full, ceiling, reference=0.1)
+    labels = [line.get_label() for line in fig.axes[0].lines]
+    assert labels == ["0.5%", "5%", "another seed,\n10% of the data"]
+    assert fig.axes[0].get_ylabel() == "CKA to 10%-data model"

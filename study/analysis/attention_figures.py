@@ -90,7 +90,7 @@ def _facet_values(values: pd.Series) -> list:
 
 
 def _facet_title(value) -> str:
-    return f"{value:.0%} data" if isinstance(value, (int, float, np.number)) else str(value)
+    return f"{100 * value:g}% data" if isinstance(value, (int, float, np.number)) else str(value)
 
 
 def attention_maps_frame(

@@ -111,8 +111,9 @@ def _label_ticks(set_ticks, labels: Sequence[str], rotation: float, max_ticks: i
     set_ticks(positions, [str(labels[i]) for i in positions], rotation=rotation)
 
 
-def cka_to_reference(df: pd.DataFrame, ceiling: pd.DataFrame | None = None) -> Figure:
-    """Per-layer CKA to the full-data model, one line per data fraction, x = relative depth.
+def cka_to_reference(df: pd.DataFrame, ceiling: pd.DataFrame | None = None, reference: float = 1.0) -> Figure:
+    """Per-layer CKA to the model trained on the largest fraction (``reference``; 1.0 = full data), one line
+    per data fraction, x = relative depth.
 
     Columns: ``fraction`` (0–1], ``relative_depth`` [0, 1], ``cka``; optional ``model`` (one panel per
     model). Several rows per point (seeds) are drawn as their mean with a min–max band. ``ceiling``
@@ -126,6 +127,7 @@ def cka_to_reference(df: pd.DataFrame, ceiling: pd.DataFrame | None = None) -> F
     fractions = sorted(df["fraction"].unique())
     colours = dict(zip(fractions, sns.color_palette("viridis", len(fractions))))
     width = SINGLE_COLUMN_IN if len(models) == 1 else DOUBLE_COLUMN_IN
+    reference_label = "full data" if reference >= 1.0 else f"{100 * reference:g}% of the data"
     with paper_style(grid=True):
         fig = Figure(figsize=(width, 2.4), layout="constrained")
         axes = fig.subplots(1, len(models), squeeze=False, sharey=True)[0]
@@ -137,26 +139,26 @@ def cka_to_reference(df: pd.DataFrame, ceiling: pd.DataFrame | None = None) -> F
                     continue
                 stats = points.groupby("relative_depth")["cka"].agg(["mean", "min", "max"])
                 ax.plot(stats.index, stats["mean"], marker="o", markersize=2.5,
-                        color=colours[fraction], label=f"{fraction:.0%}")
+                        color=colours[fraction], label=f"{100 * fraction:g}%")
                 ax.fill_between(stats.index, stats["min"], stats["max"],
                                 color=colours[fraction], alpha=0.2, linewidth=0)
             if ceiling is not None:
                 _draw_ceiling(ax, ceiling if model is None or "model" not in ceiling
-                              else ceiling[ceiling["model"] == model])
+                              else ceiling[ceiling["model"] == model], reference_label)
             ax.set_title("" if model is None else str(model))
             ax.set_xlabel("Relative depth")
             ax.set_xlim(0, 1)
             ax.set_ylim(0, 1.02)
-        axes[0].set_ylabel("CKA to full-data model")
+        axes[0].set_ylabel("CKA to full-data model" if reference >= 1.0 else f"CKA to {100 * reference:g}%-data model")
         axes[-1].legend(title="Training data", frameon=False)
         fig.canvas.draw()
     return fig
 
 
-def _draw_ceiling(ax: Axes, ceiling: pd.DataFrame) -> None:
+def _draw_ceiling(ax: Axes, ceiling: pd.DataFrame, reference_label: str) -> None:
     if ceiling.empty:
         return
     stats = ceiling.groupby("relative_depth")["cka"].agg(["mean", "min", "max"])
     ax.plot(stats.index, stats["mean"], color="black", linestyle="--", linewidth=1.0,
-            label="another seed,\nfull data")
+            label=f"another seed,\n{reference_label}")
     ax.fill_between(stats.index, stats["min"], stats["max"], color="black", alpha=0.12, linewidth=0)
