@@ -29,14 +29,21 @@ def with_change(path: str, value):
     return raw
 
 
+# The study's presets; configs/pretrained.yaml parameterises the pretrained analysis (its own schema and tests).
+STUDY_PRESETS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")
+# Presets that stop below full data (their analyses compare with the largest fraction): the CPU mechanisms preset,
+# where 30 epochs of full data do not fit the time budget.
+BELOW_FULL_DATA = {"mechanisms.yaml"}
+
+
 def test_presets_and_default_params_are_valid():
-    for path in [ROOT / "params.yaml", *sorted((ROOT / "configs").glob("*.yaml"))]:
+    for path in [ROOT / "params.yaml", *STUDY_PRESETS]:
         params = load_params(path)
-        assert 1.0 in params.fractions
+        assert (1.0 in params.fractions) != (path.name in BELOW_FULL_DATA), path.name
         assert params.trained_models[-1] == params.distill.student
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", STUDY_PRESETS, ids=lambda p: p.name)
 def test_preset_models_build_and_student_matches_vit(path):
     # Validation does not build models, so an arch_args key a builder rejects, or a patch size that does not
     # divide the image, would otherwise surface only in the training stage (on a GPU, for the GPU presets).
