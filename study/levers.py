@@ -73,8 +73,13 @@ def read_grid(path: Path) -> tuple[dict, list[Trial]]:
     """The base parameters (raw mapping) and the trials a grid file names."""
     if not path.is_file():
         raise StudyError(f"{path}: no such lever grid; pass --grid <file> (see study/levers.py)")
-    grid = yaml.safe_load(path.read_text())
-    missing = {"base", "model", "fraction", "levers"} - set(grid or {})
+    try:
+        grid = yaml.safe_load(path.read_text())
+    except yaml.YAMLError:
+        raise StudyError(f"{path}: not valid YAML; fix the syntax (grid format: study/levers.py)") from None
+    if not isinstance(grid, dict) or not isinstance(grid.get("levers"), dict):
+        raise StudyError(f"{path}: expected a mapping with a `levers` mapping; see the grid format in study/levers.py")
+    missing = {"base", "model", "fraction", "levers"} - set(grid)
     if missing:
         raise StudyError(f"{path}: missing {', '.join(sorted(missing))}; see the grid format in study/levers.py")
     base_path = Path(grid["base"])

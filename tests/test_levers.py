@@ -68,3 +68,13 @@ def test_sweep_trains_each_setting_once_and_resumes(tmp_path):
     assert "| peak lr |" in out_md.read_text() and not any("test" in c for c in first.columns)  # validation only
     sweep(grid, prepared, subsets, out_csv, out_md)  # everything done: nothing retrained, same rows
     pd.testing.assert_frame_equal(pd.read_csv(out_csv), first)
+
+
+def test_a_malformed_grid_file_is_a_one_line_error(tmp_path):
+    bad = tmp_path / "grid.yaml"
+    bad.write_text("levers: [unclosed\n")
+    with pytest.raises(StudyError, match="not valid YAML"):
+        read_grid(bad)
+    bad.write_text("- just a list\n")
+    with pytest.raises(StudyError, match="expected a mapping with a `levers` mapping"):
+        read_grid(bad)
