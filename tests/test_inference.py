@@ -243,3 +243,18 @@ def test_fit_sentence_names_each_model_and_fraction_that_did_not_fit():
     [sentence] = F.fit_sentences(_fit_runs([1.0, 0.85, 1.0, 1.0], [False] * 4))
     assert "vit at fraction 0.1 (85.0% mean, lowest 85.0%)" in sentence
     assert "resnet" not in sentence and "generalisation from the same data" not in sentence
+
+
+def test_fit_sentence_blames_the_budget_only_for_unfit_runs_still_improving():
+    [settled] = F.fit_sentences(_fit_runs([0.9, 0.85, 1.0, 1.0], [False, False, True, False]))
+    assert "all 2 of these runs had stopped falling" in settled and "not the step budget" in settled
+    [improving] = F.fit_sentences(_fit_runs([0.9, 0.85, 1.0, 1.0], [True, True, False, False]))
+    assert "optimisation as much as generalisation" in improving and "not the step budget" not in improving
+    [mixed] = F.fit_sentences(_fit_runs([0.9, 0.85, 1.0, 1.0], [True, False, False, False]))
+    assert "1 of these 2 runs had stopped falling" in mixed and "the other runs'" in mixed
+
+
+def test_convergence_sentence_agrees_in_number():
+    runs = _fit_runs([1.0] * 4, [True, False, False, False]).assign(step_bound=[True, False, False, False])
+    [sentence] = F.convergence_sentences(runs)
+    assert "1 of them was on the min_steps floor (step-bound) and is left out" in sentence

@@ -164,8 +164,8 @@ def convergence_sentences(runs: pd.DataFrame) -> list[str]:
     return [f"{len(flagged)} of {len(runs)} runs were still improving at the end (validation loss fell more than 1% "
             f"over the last quarter of steps): {listed}. Their accuracies measure the budget as much as the data; "
             "comparisons that involve them are flagged."
-            + (f" {bound} of them were on the min_steps floor (step-bound) and are left out of the power-law fits "
-               "and gap trends." if bound else "")]
+            + (f" {bound} of them {'was' if bound == 1 else 'were'} on the min_steps floor (step-bound) and "
+               f"{'is' if bound == 1 else 'are'} left out of the power-law fits and gap trends." if bound else "")]
 
 
 def fit_sentences(runs: pd.DataFrame, fit: float = 0.99) -> list[str]:
@@ -186,8 +186,21 @@ def fit_sentences(runs: pd.DataFrame, fit: float = 0.99) -> list[str]:
         return [sentence + "."]
     listed = ", ".join(f"{r.model} at fraction {r.fraction:g} ({pct(r.mean)} mean, lowest {pct(r.low)})"
                        for r in unfit.itertuples())
-    return [f"Runs that did not fit their own training images (train top-1 below {fit:.0%}): {listed}. Their test "
-            "accuracy measures optimisation as much as generalisation."]
+    sentence = f"Runs that did not fit their own training images (train top-1 below {fit:.0%}): {listed}."
+    # Not fitting the training images is a budget problem only while held-out loss is still falling; once it has
+    # stopped, more steps would fit more training images without a sign that test accuracy would follow.
+    low = scored.merge(unfit[["model", "fraction"]], on=["model", "fraction"])
+    low = low[low["train_top1"] < fit]
+    settled = int((~low["under_trained"].astype(bool)).sum())
+    if settled == 0:
+        return [sentence + " Their test accuracy measures optimisation as much as generalisation."]
+    if settled == len(low):
+        return [sentence + f" The validation loss of all {len(low)} of these runs had stopped falling (it rose or "
+                "stayed within 1% over the last quarter of steps), so their shortfall is not the step budget: more "
+                "steps would fit more training images with no sign on held-out data that accuracy would follow."]
+    return [sentence + f" The validation loss of {settled} of these {len(low)} runs had stopped falling, so for "
+            "them the shortfall is not the step budget; the other runs' test accuracy measures optimisation as much "
+            "as generalisation."]
 
 
 def distillation_sentences(teacher: pd.DataFrame, agreement: pd.DataFrame, gaps: pd.DataFrame) -> list[str]:
