@@ -3,12 +3,14 @@
 Ray's GPUs are logical resources: ``ray.init(num_gpus=2)`` on a machine without one schedules by GPU shares
 and sets CUDA_VISIBLE_DEVICES all the same. So the engine's own path (``Cluster.submit`` of a stage's
 reservation, ``run_job`` running its command) is checked here: every stage sees exactly one GPU, and no GPU
-ever holds more stages at once than its shares allow. Without DVC: the stages are plain shell commands.
+ever holds more stages at once than its shares allow; and on that local instance (which runs with the raylet as
+subreaper) a failing command still fails its stage. Without DVC: the stages are plain shell commands.
 """
 
 from __future__ import annotations
 
 import itertools
+import subprocess
 import sys
 from pathlib import Path
 
@@ -88,6 +90,16 @@ def test_a_whole_gpu_per_stage_runs_one_stage_per_gpu(two_logical_gpus, tmp_path
     assert {devices for devices, _, _ in records} == {"0", "1"}
     for gpu in ("0", "1"):
         assert _most_at_once([(s, e) for d, s, e in records if d == gpu]) == 1, gpu
+
+
+def test_a_failing_command_fails_its_stage_and_the_driver_still_sees_exit_statuses(two_logical_gpus, tmp_path):
+    """The local instance runs with the raylet as subreaper, which makes Ray ignore SIGCHLD in its workers and in
+    the driver: without ``keep_exit_status`` both saw every command exit 0 (a failed stage passed as done, and
+    the fault tests after this module saw a killed `dvc repro` exit 0)."""
+    job = Job(stage="train@failing", commands=("true", "exit 3", "true"), cwd=str(tmp_path), log=str(tmp_path / "log"))
+    outcome = two_logical_gpus.outcome(two_logical_gpus.submit(job, Reservation(cpus=1, gpus=0, threads=None)), job)
+    assert outcome.returncode == 3
+    assert subprocess.run([sys.executable, "-c", "raise SystemExit(4)"]).returncode == 4
 
 
 def test_gpus_with_an_address_or_below_zero_is_one_line(capsys):

@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 
 from study.engine.resources import Reservation
-from study.engine.tasks import Job, Outcome, run_job
+from study.engine.tasks import Job, Outcome, keep_exit_status, run_job
 from study.errors import StudyError
 
 # Seconds to wait for a TCP answer at --address before giving up: Ray itself retries for minutes.
@@ -60,6 +60,7 @@ class Cluster:
             self._start_local()
         else:
             self._connect(self.address)
+        keep_exit_status()  # ray.init ignored SIGCHLD here too: the driver's own commands (dvc) must keep theirs
         self._task = self.ray.remote(max_retries=0)(run_job)  # a failed stage is reported, never retried blindly
         return self
 

@@ -77,8 +77,22 @@ def run_job(job: Job) -> Outcome:
     If the task is cancelled (Ray raises KeyboardInterrupt here) the command is stopped first, so no
     stage keeps running after the engine gave up on it.
     """
+    keep_exit_status()
     with _interruptible():
         return _run_commands(job)
+
+
+def keep_exit_status() -> None:
+    """Let this process see its children's exit status again, whatever Ray did to SIGCHLD.
+
+    In a Ray instance started with RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper (the engine's
+    local one is), every process that joins it, workers and driver alike, has SIGCHLD set to SIG_IGN: the
+    kernel then reaps children itself, ``waitpid`` finds none, and ``subprocess`` reports every command as exit
+    status 0 (measured with Ray 2.60 here: ``false`` returned 0 in a worker and in the driver, even after
+    ``ray.shutdown()``), so a failed stage would pass as done. The raylet, a separate process, still reaps
+    what a dead worker leaves behind.
+    """
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 
 def _run_commands(job: Job) -> Outcome:
