@@ -90,9 +90,11 @@ def keep_exit_status() -> None:
     kernel then reaps children itself, ``waitpid`` finds none, and ``subprocess`` reports every command as exit
     status 0 (measured with Ray 2.60 here: ``false`` returned 0 in a worker and in the driver, even after
     ``ray.shutdown()``), so a failed stage would pass as done. The raylet, a separate process, still reaps
-    what a dead worker leaves behind.
+    what a dead worker leaves behind. Python sets handlers only from the main thread, where Ray runs a task and
+    the engine's driver runs; elsewhere this does nothing rather than fail the stage.
     """
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 
 def _run_commands(job: Job) -> Outcome:
