@@ -1,6 +1,7 @@
 """Process-wide switches (threads, determinism, seeds, device), set in one place.
 
-Stage commands call :func:`configure` once, first thing; nothing in the package flips a global at import.
+Each command calls :func:`configure` once, first thing (the stages through :func:`study.stages.configured`);
+nothing in the package flips a global at import.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch
 
 
 # Set by `study run` (study/engine) for a stage it reserved CPUs for: that many intra-op threads replace
-# `train.threads`. Read only by configure(), which only the CLI entry point calls.
+# `train.threads`. Read only by configure(), which only a command's entry point calls.
 THREADS_VARIABLE = "STUDY_THREADS"
 
 

@@ -324,44 +324,42 @@ def test_contrasts_pair_by_seed_and_claim_only_clear_changes():
     assert init["confidence"] > 0.95  # Holm over the model's two contrasts
 
 
-def test_initial_model_is_the_weights_the_train_stage_starts_from(tmp_path, monkeypatch):
-    """Capture the model the train stage builds (then stop it) and rebuild it from the run's spec."""
+def test_a_run_keeps_the_weights_it_started_from(tmp_path, monkeypatch):
+    """The train stage writes init.pt: exactly the model it built, before any step (captured here from the
+    builder), with the run's spec; the final weights differ from it."""
     import yaml
 
-    from study import stages
     from study.config import parse_params
-    from study.train import stage as train_stage_module
+    from study.stages import prepare as prepare_stage, subsets as subsets_stage
+    from study.stages import train as train_stage_module
+    from study.train.artifacts import load_trained
 
     smoke = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml").read_text())
+    smoke["budget"].update(epochs=0.05, min_steps=2)  # two steps are enough to move every weight
     params = parse_params(smoke)
-    stages.prepare(params, tmp_path / "prepared")
-    stages.subsets(params, tmp_path / "prepared", tmp_path / "subsets")
+    prepare_stage.run(params, tmp_path / "prepared")
+    subsets_stage.run(params, tmp_path / "prepared", tmp_path / "subsets")
     built = {}
-
-    class Built(Exception):
-        pass
+    build_model = train_stage_module.build_model
 
     def capture(*args, **kwargs):
-        built["state"] = {k: v.clone() for k, v in build_model(*args, **kwargs).state_dict().items()}
-        raise Built
+        model = build_model(*args, **kwargs)
+        built["state"] = {k: v.clone() for k, v in model.state_dict().items()}
+        return model
 
-    build_model = train_stage_module.build_model
     monkeypatch.setattr(train_stage_module, "build_model", capture)
     out = tmp_path / "run"
-    with pytest.raises(Built):
-        train_stage_module.train_stage(
-            params, "vit", 1.0, 1, tmp_path / "prepared", tmp_path / "subsets" / "s1" / "f1.0.npy",
-            tmp_path / "subsets" / "validation.npy", None, out / "model.pt", out / "metrics.json",
-            out / "history.csv", out / "resume.pt", out / "predictions.npy")
-    vit = params.models["vit"]
-    spec = {"arch": vit.arch, "arch_args": dict(vit.arch_args), "num_classes": 10, "image_size": 8, "in_chans": 1,
-            "seed": 1}
-    rebuilt = A.initial_model(spec, torch.device("cpu")).state_dict()
-    assert rebuilt.keys() == built["state"].keys()
-    assert all(torch.equal(rebuilt[k], built["state"][k]) for k in rebuilt)
-    other = A.initial_model({**spec, "seed": 2}, torch.device("cpu")).state_dict()
-    assert not torch.equal(other["pos_embed"], rebuilt["pos_embed"])
-
+    train_stage_module.run(
+        params, "vit", 1.0, 1, tmp_path / "prepared", tmp_path / "subsets" / "s1" / "f1.0.npy",
+        tmp_path / "subsets" / "validation.npy", None, out / "model.pt", out / "metrics.json",
+        out / "history.csv", out / "resume.pt", out / "predictions.npy")
+    initial, spec = load_trained(out / "init.pt")
+    final, final_spec = load_trained(out / "model.pt")
+    assert spec == final_spec and spec.seed == 1 and spec.mean
+    state = initial.state_dict()
+    assert state.keys() == built["state"].keys()
+    assert all(torch.equal(state[k], built["state"][k]) for k in state)
+    assert not torch.equal(final.state_dict()["pos_embed"], state["pos_embed"])
 
 def test_head_statistics_average_exactly_over_batches_and_carry_the_references():
     from study.analysis.runs import normalised_images

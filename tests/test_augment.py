@@ -14,8 +14,9 @@ import torch.nn.functional as F
 import yaml
 from torch import nn
 
-from study import stages
-from study.bench.train_step import STUDY, STUDY_AUGMENTED, USUAL, heavy_augmentation, with_speedups
+from study.stages import prepare as prepare_stage, subsets as subsets_stage
+from study.bench.table import STUDY, STUDY_AUGMENTED, USUAL, with_speedups
+from study.bench.workload import heavy_augmentation
 from study.cli import main
 from study.config import parse_params
 from study.errors import StudyError
@@ -23,7 +24,7 @@ from study.train.augment import Augmentation, BatchAugment, apply_per_row
 from study.train.batches import BatchOrder, DeviceSplit, normalise
 from study.train.loop import Recipe, TrainStep
 from study.train.losses import DistillationLoss, LabelLoss
-from study.train.stage import train_stage
+from study.stages.train import run as train_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASSES = 10
@@ -269,8 +270,8 @@ def test_each_model_trains_with_its_own_augmentation_or_the_study_default(tmp_pa
     raw["budget"].update(epochs=0.05, min_steps=2)
     raw["models"]["resnet"]["augment"] = {"auto_augment": "trivial", "erasing": 0.25, "cutmix_alpha": 1.0}
     params = parse_params(raw)
-    stages.prepare(params, tmp_path / "prepared")
-    stages.subsets(params, tmp_path / "prepared", tmp_path / "subsets")
+    prepare_stage.run(params, tmp_path / "prepared")
+    subsets_stage.run(params, tmp_path / "prepared", tmp_path / "subsets")
     recorded = {}
     for model in ("resnet", "vit"):
         out = tmp_path / model

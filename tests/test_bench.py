@@ -17,8 +17,11 @@ import timm.models.vision_transformer
 import torch
 import yaml
 
-from study.bench.train_step import (STUDY, USUAL, Shape, measure_peak_flops, study_step, synthetic_data,
-                         usual_model, with_speedups)
+from study.bench.measure import measure_peak_flops
+from study.bench.study_path import study_step
+from study.bench.table import STUDY, USUAL, with_speedups
+from study.bench.usual_path import usual_model
+from study.bench.workload import Shape, synthetic_data
 from study.cli import main
 from study.models import build_model
 from study.models.cost import count_parameters, forward_flops
@@ -156,9 +159,9 @@ def test_the_cka_benchmark_times_every_implementation_and_agrees_with_its_refere
 
 def test_precisions_side_by_side_each_against_its_own_peak(tmp_path, monkeypatch):
     """`--precision fp32 --precision bf16`: both paths at each precision, MFU against that precision's peak."""
-    import study.bench.train_step
+    import study.bench.measure
 
-    monkeypatch.setitem(study.bench.train_step.PEAK_SIZE, "cpu", 64)  # CPUs without native bf16 take ~17 s a 2048² try
+    monkeypatch.setitem(study.bench.measure.PEAK_SIZE, "cpu", 64)  # CPUs without native bf16 take ~17 s a 2048² try
     raw = {**TINY_PARAMS, "baselines": ["vit"], "distill": None, "models": {"vit": TINY_PARAMS["models"]["vit"]}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     out = tmp_path / "bench.csv"

@@ -39,6 +39,7 @@ from study.data.prepared import read_prepared, write_prepared
 from study.data.schema import Dataset
 from study.models import build_model
 from study.train.artifacts import read_checkpoint, save_trained
+from study.train.spec import RunSpec
 from study.train.losses import LabelLoss
 
 SMOKE = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
@@ -467,7 +468,8 @@ def _teacher_like(reference: Path, path: Path, arch: str, num_classes: int, **sp
     base = read_checkpoint(reference / "model.pt")["spec"]
     arch_args = SMOKE["models"][spec.get("model_name", base["model_name"])]["arch_args"]
     model = build_model(arch, num_classes, base["image_size"], base["in_chans"], **arch_args)
-    save_trained(path, model, {**base, "arch": arch, "arch_args": arch_args, "num_classes": num_classes, **spec})
+    save_trained(path, model, RunSpec.from_dict({**base, "arch": arch, "arch_args": arch_args,
+                                                "num_classes": num_classes, **spec}))
     return path
 
 

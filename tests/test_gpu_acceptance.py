@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from study.bench import acceptance as acc
+from study.bench import scratch_repro
 from study.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,13 +113,14 @@ def test_bad_steps_and_a_folder_without_the_pipeline_are_one_line(tmp_path, monk
 
 def test_without_git_the_scratch_copy_is_a_dvc_project_without_scm(tmp_path, monkeypatch):
     """The device image may lack git: the copy then runs DVC with core.no_scm, and leaves outputs behind."""
-    which = acc.shutil.which
-    monkeypatch.setattr(acc.shutil, "which", lambda name, path=None: None if name == "git" else which(name, path=path))
-    project = acc.scratch_copy(ROOT, tmp_path / "copy", ROOT / "configs" / "smoke.yaml", None, "data/raw")
+    which = scratch_repro.shutil.which
+    monkeypatch.setattr(scratch_repro.shutil, "which",
+                        lambda name, path=None: None if name == "git" else which(name, path=path))
+    project = scratch_repro.scratch_copy(ROOT, tmp_path / "copy", ROOT / "configs" / "smoke.yaml", None, "data/raw")
     assert not (project / ".git").exists() and not (project / "dvc.lock").exists()
     assert not {"runs", "reports", ".venv", ".kit"} & {p.name for p in project.iterdir()}
     assert (project / "params.yaml").read_text() == (ROOT / "configs" / "smoke.yaml").read_text()
-    assert "train@resnet-0.5-0" in acc._run_dvc(project, "stage", "list", "--name-only").split()
+    assert "train@resnet-0.5-0" in scratch_repro._run_dvc(project, "stage", "list", "--name-only").split()
 
 
 def test_folders_of_separate_calls_merge_into_one_report(smoke_run, tmp_path):

@@ -24,12 +24,13 @@ import torch._dynamo.utils
 import yaml
 from torch import nn
 
-import study.bench.train_step
+import study.bench.measure
 from study.cli import main
 from study.config import parse_params
 from study.errors import StudyError
-from study.models import build_model
+from study.models import build_model, is_transformer
 from study.train.artifacts import load_trained, save_trained
+from study.train.spec import RunSpec
 from study.train.augment import Augmentation, BatchAugment
 from study.train.batches import DeviceSplit, channel_stats, normalise
 from study.train.budget import Budget
@@ -98,7 +99,7 @@ def _train(name: str, folder: Path, teacher: Path | None) -> Run:
     probe = DtypeProbe(loss)
     images, labels = learnable_data(IMAGES)
     mean, std = (torch.tensor(v) for v in channel_stats(images))
-    channels_last = not hasattr(model, "num_prefix_tokens")  # as the train stage chooses
+    channels_last = not is_transformer(model)  # as the train stage chooses
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     augment = BatchAugment(Augmentation(), mean, std, CLASSES, (SIDE, SIDE))  # normalisation only
@@ -113,8 +114,8 @@ def _train(name: str, folder: Path, teacher: Path | None) -> Run:
     with torch.compiler.set_stance("fail_on_recompile"):
         losses += [float(step(s)) for s in range(1, STEPS)]
     checkpoint = folder / name / "model.pt"
-    spec = {"model_name": name, "arch": arch, "arch_args": arch_args, "num_classes": CLASSES,
-            "image_size": SIDE, "in_chans": CHANNELS, "fraction": 1.0, "seed": 0}
+    spec = RunSpec(model_name=name, arch=arch, arch_args=arch_args, num_classes=CLASSES, image_size=SIDE,
+                   in_chans=CHANNELS, fraction=1.0, seed=0, params=0, forward_flops=0)
     save_trained(checkpoint, model, spec)
     return Run(model, step, losses, probe.dtypes, after_first - before, _graphs() - after_first, checkpoint)
 
@@ -169,7 +170,7 @@ def _eval_logits(model: nn.Module, x: torch.Tensor, precision: str = "fp32") -> 
 def test_checkpoint_written_under_bf16_loads_into_a_float32_model(runs, name):
     run = runs[name]
     loaded, spec = load_trained(run.checkpoint)
-    assert spec["model_name"] == name
+    assert spec.model_name == name
     assert all(p.dtype == torch.float32 for p in loaded.parameters())
     images, _ = learnable_data(32, seed=1)
     mean, std = (torch.tensor(v) for v in channel_stats(images))
@@ -199,8 +200,8 @@ def test_train_run_records_precision_and_compilation(tmp_path):
                      history=tmp_path / "history.csv", resume=tmp_path / "resume.pt",
                      predictions=tmp_path / "predictions.npy")
     torch.manual_seed(0)
-    spec = {"model_name": "resnet", "arch": arch, "arch_args": arch_args, "num_classes": CLASSES,
-            "image_size": SIDE, "in_chans": CHANNELS, "fraction": 1.0, "seed": 0, "params": 0, "forward_flops": 0}
+    spec = RunSpec(model_name="resnet", arch=arch, arch_args=arch_args, num_classes=CLASSES, image_size=SIDE,
+                   in_chans=CHANNELS, fraction=1.0, seed=0, params=0, forward_flops=0)
     train_run(model=build_model(arch, CLASSES, SIDE, CHANNELS, **arch_args), spec=spec, recipe=recipe,
               budget=Budget("epochs", BATCH, 4, IMAGES), train=(images, labels), validation=(images, labels),
               test=(images, labels), seed=0, augmentation=Augmentation(), device=CPU, loss_fn=LabelLoss(),
@@ -231,7 +232,7 @@ def test_an_unknown_precision_is_refused_in_one_line(tmp_path):
 def test_bench_precision_option_reaches_both_paths_and_the_peak(tmp_path, monkeypatch):
     """`study bench --precision bf16` on CPU: both rows autocast, and MFU's peak is a bf16 matmul."""
     # This CPU multiplies bf16 at about 1 GFLOP/s (no native bf16): the default 2048² peak takes ~17 s a try.
-    monkeypatch.setitem(study.bench.train_step.PEAK_SIZE, "cpu", 64)
+    monkeypatch.setitem(study.bench.measure.PEAK_SIZE, "cpu", 64)
     raw = {"data": {"dataset": "digits"}, "fractions": [1.0], "seeds": [0], "baselines": ["vit"],
            "models": {"vit": {"arch": "vit", "arch_args": TINY_VIT}}, "budget": {"batch_size": 8}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))

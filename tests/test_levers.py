@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from study import stages
+from study.stages import prepare as prepare_stage, subsets as subsets_stage
 from study.config import load_params
 from study.errors import StudyError
 from study.levers import lever_table, merge, read_grid, sweep
@@ -56,8 +56,8 @@ def test_table_has_one_row_per_lever_beside_the_base():
 def test_sweep_trains_each_setting_once_and_resumes(tmp_path):
     params = load_params(ROOT / "configs" / "smoke.yaml")
     prepared, subsets = tmp_path / "prepared", tmp_path / "subsets"
-    stages.prepare(params, prepared)
-    stages.subsets(params, prepared, subsets)
+    prepare_stage.run(params, prepared)
+    subsets_stage.run(params, prepared, subsets)
     grid = _grid(tmp_path, {"base": {"as in the base": {}}, "peak lr": {"0.2": {"models": {"resnet": {"lr": 0.2}}}}},
                  model="resnet")
     out_csv, out_md = tmp_path / "levers.csv", tmp_path / "levers.md"

@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from study import runtime, stages
+from study import runtime
+from study.stages import prepare as prepare_stage, subsets as subsets_stage
 from study.config import parse_params
 from study.data.fashionmnist import SYSTEM_DIR
 from study.data.subsets import subset_file
 from study.io import read_json
 from study.levers import merge
-from study.train.stage import train_stage
+from study.stages.train import run as train_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 300  # "a few hundred steps": the schedule (warmup, cosine to zero) is planned over these
@@ -54,8 +55,8 @@ def test_every_model_of_each_cpu_preset_fits_a_few_hundred_images(preset, fracti
         pytest.skip(f"{SYSTEM_DIR} absent (apt-get install dataset-fashion-mnist)")
     runtime.configure(threads=params.train.threads)
     prepared, subsets = tmp_path / "prepared", tmp_path / "subsets"
-    stages.prepare(params, prepared)
-    stages.subsets(params, prepared, subsets)
+    prepare_stage.run(params, prepared)
+    subsets_stage.run(params, prepared, subsets)
 
     fitted = {}
     for model in params.trained_models:  # baselines first: the distilled student needs its teacher's weights

@@ -13,14 +13,14 @@ import pytest
 import torch
 import yaml
 
-from study import stages
+from study.stages import prepare as prepare_stage, subsets as subsets_stage
 from study.config import parse_params
 from study.errors import StudyError
 from study.train.batches import BatchOrder
 from study.train.budget import plan_budget
 from study.train.losses import DistillationLoss, LabelLoss
 from study.train.schedule import lr_at
-from study.train.stage import train_stage
+from study.stages.train import run as train_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -145,8 +145,8 @@ def digits_data(tmp_path_factory):
     """Prepared digits and its subsets, written by the real stage functions."""
     folder = tmp_path_factory.mktemp("digits")
     params = parse_params(SMOKE)
-    stages.prepare(params, folder / "prepared")
-    stages.subsets(params, folder / "prepared", folder / "subsets")
+    prepare_stage.run(params, folder / "prepared")
+    subsets_stage.run(params, folder / "prepared", folder / "subsets")
     return folder
 
 

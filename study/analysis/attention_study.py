@@ -38,7 +38,8 @@ from study.analysis.attention import (
 )
 from study.analysis.inference import holm_intervals, t_interval
 from study.analysis.runs import normalised_images
-from study.models import attention_probs, build_model
+from study.models import attention_probs
+from study.train.spec import RunSpec
 
 TRAINED, INIT = "trained", "init"  # the `state` column; initial weights have no fraction (NaN)
 # A head is "local" when its mean distance is below this share of the uniform-attention distance: a
@@ -58,20 +59,9 @@ def _geometry(model) -> tuple[tuple[int, int], int, int]:
     return grid, int(patch), int(model.num_prefix_tokens)
 
 
-def initial_model(spec: dict, device: torch.device) -> torch.nn.Module:
-    """The weights a run started from, in eval mode: the train stage calls ``seed_everything(seed)`` right
-    before ``build_model``, so doing the same with the run's spec rebuilds them exactly."""
-    from study import runtime
-
-    runtime.seed_everything(spec["seed"])
-    model = build_model(spec["arch"], spec["num_classes"], spec["image_size"], spec["in_chans"],
-                        **spec["arch_args"])
-    return model.to(device).eval()
-
-
 @torch.no_grad()
 def head_statistics(
-    models: Mapping[RunKey, tuple[torch.nn.Module, dict]], images: np.ndarray, batch_size: int,
+    models: Mapping[RunKey, tuple[torch.nn.Module, RunSpec]], images: np.ndarray, batch_size: int,
     device: torch.device,
 ) -> pd.DataFrame:
     """Mean attention distance (pixels) and entropy (nats) per run, layer and head, averaged over
@@ -199,7 +189,7 @@ def contrasts(layers: pd.DataFrame, confidence: float) -> pd.DataFrame:
 
 
 @torch.no_grad()
-def attention_maps(model: torch.nn.Module, spec: dict, images: np.ndarray, device: torch.device) -> dict:
+def attention_maps(model: torch.nn.Module, spec: RunSpec, images: np.ndarray, device: torch.device) -> dict:
     """Per-head maps (first and last block) and rollout maps for every prefix token, on ``images``.
 
     Returns ``{"tokens": {token_name: {"first": (B, heads, gh, gw), "last": ..., "rollout": (B, gh, gw)}}}``

@@ -1,10 +1,20 @@
-"""The study's benchmarks, in one place.
+"""The study's benchmarks and its GPU acceptance, one idea per module.
 
-* :mod:`study.bench.train_step` — ``study bench``: the study's training step beside the usual DataLoader
-  recipe (img/s, MFU against a measured matmul peak, peak memory).
-* :mod:`study.bench.cka` — minibatch CKA against a per-pair float64 reference (``python -m study.bench.cka``).
-* :mod:`study.bench.acceptance` — ``study gpu-acceptance``: the benchmark at GPU size plus timed ``dvc repro``
-  runs of the default study and a GPU preset, written as the tables ``docs/performance.md`` takes.
+The training-step benchmark (``study bench``, :mod:`study.bench.bench_command`):
 
-Nothing is imported here, so that each benchmark loads only what it needs.
+* :mod:`study.bench.workload` — what is trained: models, input shape, loss, synthetic data.
+* :mod:`study.bench.study_path` — the study's own training step; :mod:`study.bench.usual_path` — the usual
+  PyTorch recipe (DataLoader, per-image transforms) it is compared with.
+* :mod:`study.bench.measure` — the device's matmul peak, step timing and peak memory.
+* :mod:`study.bench.table` — the results table: speed-ups, MFU, the printout and the CSV.
+* :mod:`study.bench.benchmark` — every model on both paths, into one table.
+* :mod:`study.bench.from_params` — a study's params as a workload (shared by both commands).
+
+The GPU acceptance (``study gpu-acceptance``, :mod:`study.bench.acceptance_command`): its steps, targets and
+report in :mod:`study.bench.acceptance`, timed ``dvc repro`` in a scratch copy in :mod:`study.bench.scratch_repro`.
+
+Also: :mod:`study.bench.cka` — minibatch CKA against a per-pair float64 reference (``python -m study.bench.cka``);
+:mod:`study.bench.models_command` — ``study models``, parameters and forward FLOPs of the study's models.
+
+Nothing is imported here, so that each command loads only what it needs.
 """

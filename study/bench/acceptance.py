@@ -1,17 +1,17 @@
-"""``study gpu-acceptance``: the GPU acceptance in one command, each step short enough for one device call.
+"""The GPU acceptance: its steps, its sizes and targets, and the folder of results it renders as acceptance.md.
 
-Steps (``--step``, repeatable; default: all, in this order), each sized for one 10-minute device call (not yet
-run on a GPU):
+Steps (``--step`` of ``study gpu-acceptance``, :mod:`study.bench.acceptance_command`; default: all, in this
+order), each sized for one 10-minute device call (not yet run on a GPU):
 
 * ``bench`` — ResNet-18 (3×3 stem) and ViT-Tiny/4 (dim 192, depth 12, 3 heads) on 32×32×3, 10 classes: the
-  study's training step beside the usual DataLoader recipe (:mod:`study.bench.train_step`), with img/s, MFU
+  study's training step beside the usual DataLoader recipe (:mod:`study.bench.benchmark`), with img/s, MFU
   against a matmul peak measured in the same run (bf16 on GPU, float32 on CPU) and peak memory.
 * ``bench-presets`` — the same for the models of the GPU presets (their own input shapes and recipes).
 * ``default-study`` and ``gpu-preset`` — ``dvc repro`` of the default study (the ``--params`` file) and of
-  ``configs/fashionmnist_gpu.yaml`` in a scratch copy of the project, so that the checkout's params.yaml and
-  dvc.lock are never touched, with each stage's wall time. A run that reaches ``time_limit`` is stopped, and
-  the table says so and how many stages it finished: the full GPU preset (75 runs of up to 126,563 steps)
-  cannot end inside one device call.
+  ``configs/fashionmnist_gpu.yaml`` in a scratch copy of the project (:mod:`study.bench.scratch_repro`), so
+  that the checkout's params.yaml and dvc.lock are never touched, with each stage's wall time. A run that
+  reaches its time limit is stopped, and the table says so and how many stages it finished: the full GPU preset
+  (75 runs of up to 126,563 steps) cannot end inside one device call.
 
 Every step adds its rows to ``bench.csv`` or ``stages.csv`` in the output folder (replacing that step's rows
 from an earlier call) and renders ``acceptance.md`` from what the folder holds, so steps run in separate device
@@ -23,18 +23,15 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import signal
-import subprocess
-import sys
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import torch
 
-from study.bench.train_step import STUDY, BenchModel, Shape, run_benchmark
+from study.bench.benchmark import run_benchmark
+from study.bench.table import STUDY
+from study.bench.workload import BenchModel, Shape
 from study.errors import StudyError
 from study.io import atomic_path, read_json, write_json, write_text
 from study.report.tables import markdown_table
@@ -48,9 +45,6 @@ HEADLINE = (BenchModel("ResNet-18 (3x3 stem)", "resnet18"), BenchModel("ViT-Tiny
 MFU_TARGET = {"ResNet-18 (3x3 stem)": 0.35, "ViT-Tiny/4": 0.25}
 SPEEDUP_TARGET = 3.0
 DEFAULT_STUDY_SECONDS_TARGET = 300.0
-# Top-level entries of the checkout that a scratch copy leaves out: environments, kits, pipeline outputs, caches.
-_NOT_COPIED = {".git", ".venv", ".kit", ".whl", ".carry", ".gl", "runs", "data", "reports", "build", ".pytest_cache"}
-_STOP_GRACE_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -89,117 +83,6 @@ def bench_groups(groups: list[tuple[str, Shape, list[BenchModel]]], size: BenchS
         shown = f"{shape.in_chans}x{shape.image_size}x{shape.image_size}"
         tables.append(table.assign(group=name, input=shown, classes=shape.num_classes))
     return pd.concat(tables, ignore_index=True)
-
-
-# --- timed `dvc repro` in a scratch copy -------------------------------------------------------------------
-
-
-def scratch_copy(root: Path, dest: Path, params_file: Path, dataset_files: Path | None, data_root: str) -> Path:
-    """A copy of the project at ``dest`` with ``params_file`` as its params.yaml, no outputs, no dvc.lock, and
-    the dataset's files (if given) in its ``data_root``; a git repository when git exists, else DVC without SCM."""
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        here = Path(folder).resolve()
-        skipped = {n for n in names if n in ("__pycache__",) or n.endswith(".egg-info")}
-        if here == root.resolve():
-            skipped |= _NOT_COPIED & set(names) | {"dvc.lock"}
-        if here == (root / ".dvc").resolve():
-            skipped |= {"tmp", "cache", "config.local"} & set(names)
-        return skipped
-
-    shutil.copytree(root, dest, ignore=ignore, symlinks=True)
-    shutil.copy(params_file, dest / "params.yaml")
-    if dataset_files is not None:
-        shutil.copytree(dataset_files, dest / data_root, dirs_exist_ok=True)
-    if shutil.which("git"):
-        for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=acceptance", "-c", "user.email=acceptance@local",
-                                                       "commit", "-qm", "scratch copy"]):
-            subprocess.run(["git", *args], cwd=dest, check=True, capture_output=True)
-    else:  # DVC without git: its documented `core.no_scm` switch, in the copy's local config
-        (dest / ".dvc" / "config.local").write_text("[core]\n    no_scm = true\n")
-    return dest
-
-
-def _dvc_env() -> dict[str, str]:
-    """This interpreter's scripts (`dvc`, `study`) first on PATH; output unbuffered, so each line is timed."""
-    scripts = str(Path(sys.executable).parent)
-    return {**os.environ, "PATH": scripts + os.pathsep + os.environ.get("PATH", ""), "PYTHONUNBUFFERED": "1"}
-
-
-def _dvc() -> str:
-    found = shutil.which("dvc", path=_dvc_env()["PATH"])
-    if found is None:
-        raise StudyError("`dvc` is not on PATH; install the project (or on a device machine: "
-                         ". scripts/device-install)")
-    return found
-
-
-def _run_dvc(project: Path, *args: str) -> str:
-    done = subprocess.run([_dvc(), *args], cwd=project, env=_dvc_env(), capture_output=True, text=True)
-    if done.returncode != 0:
-        raise StudyError(f"dvc {' '.join(args)} failed in {project}: {_last_line(done.stderr or done.stdout)}")
-    return done.stdout
-
-
-def timed_repro(project: Path, targets: list[str], time_limit: float | None, log: Path) -> tuple[list[dict], dict]:
-    """``dvc repro [targets]`` in ``project``: one row per stage that started (its wall time, from its
-    "Running stage" line to the next one or the end) and a summary. Stopped after ``time_limit`` seconds."""
-    planned = len(_run_dvc(project, "stage", "list", "--name-only").split())
-    starts: list[tuple[str, float]] = []
-    tic = time.monotonic()
-    with log.open("w") as out:
-        process = subprocess.Popen([_dvc(), "repro", *targets], cwd=project, env=_dvc_env(), stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        reader = threading.Thread(target=_read_stages, args=(process.stdout, out, starts, tic), daemon=True)
-        reader.start()
-        try:
-            returncode = process.wait(timeout=time_limit)
-            stopped = False
-        except subprocess.TimeoutExpired:
-            _stop(process)
-            returncode, stopped = process.returncode, True
-        reader.join()
-    seconds = time.monotonic() - tic
-    rows = []
-    for i, (stage, start) in enumerate(starts):
-        end = starts[i + 1][1] if i + 1 < len(starts) else seconds
-        last = i + 1 == len(starts)
-        if not last:
-            status = "done"
-        elif stopped:  # whatever dvc's exit status after SIGTERM (it can be 0): its last stage was cut short
-            status = "stopped at the time limit"
-        else:
-            status = "done" if returncode == 0 else "failed"
-        rows.append({"stage": stage, "seconds": end - start, "status": status})
-    summary = {"seconds": seconds, "returncode": returncode, "stopped": stopped, "time_limit": time_limit,
-               "stages_started": len(starts), "stages_done": sum(r["status"] == "done" for r in rows),
-               "stages_in_pipeline": planned, "targets": " ".join(targets) or "all"}
-    return rows, summary
-
-
-def _read_stages(stream, out, starts: list[tuple[str, float]], tic: float) -> None:
-    """Copy dvc's output to the log; note when each "Running stage 'name':" line arrives."""
-    for line in stream:
-        out.write(line)
-        if line.startswith("Running stage '"):
-            starts.append((line.split("'")[1], time.monotonic() - tic))
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM dvc's whole process group (it and the stage it runs), then SIGKILL what is left."""
-    for sig, wait in ((signal.SIGTERM, _STOP_GRACE_SECONDS), (signal.SIGKILL, None)):
-        try:
-            os.killpg(process.pid, sig)
-            process.wait(timeout=wait)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
 
 
 # --- the folder of results -----------------------------------------------------------------------------------

@@ -144,6 +144,17 @@ def representations(model: nn.Module, x: Tensor) -> dict[str, Tensor]:
                      f"{', '.join(MODEL_NAMES)} for this analysis")
 
 
+def is_transformer(model: nn.Module) -> bool:
+    """Whether ``model`` is of the ViT family (the study's ViT and DeiT, timm's ViTs): a token sequence with
+    prefix tokens, read by the attention analyses and fed NCHW. Everything else is treated as a CNN (NHWC)."""
+    return hasattr(model, "num_prefix_tokens")  # timm's attribute for class/distillation tokens; no CNN has it
+
+
+def is_distilled(model: nn.Module) -> bool:
+    """Whether ``model`` has a distillation token and head (the study's DeiT)."""
+    return isinstance(model, DistilledVisionTransformer)
+
+
 def attention_probs(model: nn.Module, x: Tensor) -> list[Tensor]:
     """Per-block softmax attention ``(B, heads, T, T)``; only the study's ``vit`` and ``deit`` have it."""
     if not isinstance(model, VisionTransformer):
@@ -151,4 +162,5 @@ def attention_probs(model: nn.Module, x: Tensor) -> list[Tensor]:
     return model.attention_probs(x)
 
 
-__all__ = ["MODEL_NAMES", "TIMM_PREFIX", "VIT_DEFAULTS", "attention_probs", "build_model", "representations"]
+__all__ = ["MODEL_NAMES", "TIMM_PREFIX", "VIT_DEFAULTS", "attention_probs", "build_model", "is_distilled",
+           "is_transformer", "representations"]

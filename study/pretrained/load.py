@@ -87,10 +87,10 @@ def _study_checkpoint(path: Path) -> Checkpoint:
     from study.train.artifacts import load_trained
 
     model, spec = load_trained(path)
-    size = (spec["image_size"], spec["image_size"])
-    preprocessing = Preprocessing(size, size, "bilinear", tuple(spec["mean"]), tuple(spec["std"]),
+    size = (spec.image_size, spec.image_size)
+    preprocessing = Preprocessing(size, size, "bilinear", spec.mean, spec.std,
                                   f"{path}: the run's spec (its training normalisation)")
-    return Checkpoint(model, preprocessing, "study", f"study:{spec['arch']}", path)
+    return Checkpoint(model, preprocessing, "study", f"study:{spec.arch}", path)
 
 
 def resolve(source: str, weights: str | None, root: Path) -> tuple[str, Path | None]:

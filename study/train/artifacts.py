@@ -22,6 +22,7 @@ import torch.nn as nn
 
 from study.errors import StudyError
 from study.io import atomic_path
+from study.train.spec import RunSpec
 
 
 def save_atomic(obj: object, path: str | Path) -> None:
@@ -39,13 +40,13 @@ def save_atomic(obj: object, path: str | Path) -> None:
         tmp.write_bytes(archive.getbuffer())
 
 
-def save_trained(path: str | Path, model: nn.Module, spec: dict) -> None:
-    """``spec``: arch, arch_args, num_classes, image_size, in_chans, mean, std, model_name."""
-    save_atomic({"spec": spec, "state_dict": model.state_dict()}, path)
+def save_trained(path: str | Path, model: nn.Module, spec: RunSpec) -> None:
+    """``model``'s weights with the spec that rebuilds and feeds them (also the initial weights, ``init.pt``)."""
+    save_atomic({"spec": spec.as_dict(), "state_dict": model.state_dict()}, path)
 
 
-def load_trained(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, dict]:
-    """Rebuild a trained model in eval mode from ``model.pt``; return it with its spec."""
+def load_trained(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, RunSpec]:
+    """Rebuild a trained model in eval mode from ``model.pt`` (or ``init.pt``); return it with its spec."""
     from study.models import build_model
 
     try:
@@ -56,11 +57,12 @@ def load_trained(path: str | Path, device: torch.device | str = "cpu") -> tuple[
         raise _unreadable(path, str(exc)) from None
     if not isinstance(payload, dict) or not {"spec", "state_dict"} <= payload.keys():
         raise _unreadable(path, "not a trained model's model.pt")
-    spec = payload["spec"]
     try:
-        model = build_model(
-            spec["arch"], spec["num_classes"], spec["image_size"], spec["in_chans"], **spec["arch_args"]
-        )
+        spec = RunSpec.from_dict(payload["spec"])
+    except (StudyError, TypeError, AttributeError) as exc:
+        raise _unreadable(path, f"its spec does not fit this version: {_one_line(exc)}") from None
+    try:
+        model = build_model(spec.arch, spec.num_classes, spec.image_size, spec.in_chans, **spec.arch_args)
         model.load_state_dict(payload["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:  # a spec or weights that do not fit
         raise _unreadable(path, f"its weights do not fit its spec: {_one_line(exc)}") from None

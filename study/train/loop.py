@@ -31,6 +31,7 @@ from study.train.batches import BatchOrder, DeviceSplit, channel_stats, normalis
 from study.train.budget import Budget
 from study.train.convergence import convergence
 from study.train.schedule import lr_at
+from study.train.spec import RunSpec
 
 # Parameters exempt from weight decay besides biases and norm weights (all 1-D): ViT's learned tokens
 # and position embeddings (as in timm's `no_weight_decay`).
@@ -65,6 +66,7 @@ class RunPaths:
     history: Path  # history.csv, one row per validation point
     resume: Path  # resume state, rewritten every `checkpoint_every` steps
     predictions: Path  # predictions.npy: test-set argmax, int16 (rows, N); row 0 the model's, then each head's
+    initial: Path | None = None  # init.pt: the weights before the first step (the attention analysis's baseline)
 
 
 def make_optimizer(model: nn.Module, recipe: Recipe, fused: bool) -> torch.optim.Optimizer:
@@ -189,7 +191,7 @@ def run_fingerprint(**parts) -> str:
 def train_run(
     *,
     model: nn.Module,
-    spec: dict,
+    spec: RunSpec,
     recipe: Recipe,
     budget: Budget,
     train: tuple[np.ndarray, np.ndarray],
@@ -213,7 +215,9 @@ def train_run(
     mean_list, std_list = channel_stats(train[0])
     mean = torch.tensor(mean_list, device=device)
     std = torch.tensor(std_list, device=device)
-    spec = {**spec, "mean": mean_list, "std": std_list}
+    spec = spec.with_normalisation(mean_list, std_list)
+    if paths.initial is not None:  # before any step (a resumed run rebuilt the same weights from its seed)
+        save_trained(paths.initial, model, spec)
     train_split, val_split, test_split = (DeviceSplit(*arrays, device) for arrays in (train, validation, test))
 
     model = model.to(device)
@@ -221,7 +225,7 @@ def train_run(
         model = model.to(memory_format=torch.channels_last)
     loss_fn = loss_fn.to(device)
     image_size = tuple(train[0].shape[1:3])  # (H, W) of the (N, H, W, C) images
-    augment = BatchAugment(augmentation, mean, std, spec["num_classes"], image_size)
+    augment = BatchAugment(augmentation, mean, std, spec.num_classes, image_size)
     train_step = TrainStep(model, loss_fn, recipe, train_split, augment, budget.steps, budget.batch_size, seed,
                            device, channels_last, compile_model, precision)
     optimizer, autocast = train_step.optimizer, train_step.autocast
@@ -310,23 +314,23 @@ def _history_row(step, budget: Budget, train_loss, val, optimizer, train_seconds
     }
 
 
-def _metrics(spec, budget: Budget, test, history, train_seconds, device, precision: str, compiled: bool) -> dict:
+def _metrics(spec: RunSpec, budget: Budget, test, history, train_seconds, device, precision: str, compiled: bool) -> dict:
     last = history[-1]
     metrics = {
-        "model": spec["model_name"],
-        "arch": spec["arch"],
-        "fraction": spec["fraction"],
-        "seed": spec["seed"],
+        "model": spec.model_name,
+        "arch": spec.arch,
+        "fraction": spec.fraction,
+        "seed": spec.seed,
         "test_top1": round(test["top1"], 6),
         "test_loss": round(test["loss"], 6),
         "val_top1": last["val_top1"],
         "val_loss": last["val_loss"],
         "budget": budget.as_dict(),
-        "params": spec["params"],
-        "forward_flops": spec["forward_flops"],
+        "params": spec.params,
+        "forward_flops": spec.forward_flops,
         # Training FLOPs ≈ 3 × forward (backward ≈ 2 × forward); the teacher's forward is extra.
-        "train_flops": 3 * spec["forward_flops"] * budget.images_seen,
-        "teacher_flops": spec.get("teacher_forward_flops", 0) * budget.images_seen,
+        "train_flops": 3 * spec.forward_flops * budget.images_seen,
+        "teacher_flops": (spec.teacher_forward_flops or 0) * budget.images_seen,
         "train_seconds": round(train_seconds, 3),
         "throughput_images_per_s": round(budget.images_seen / max(train_seconds, 1e-9), 1),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
@@ -337,8 +341,8 @@ def _metrics(spec, budget: Budget, test, history, train_seconds, device, precisi
     if "top1_cls" in test:
         metrics["test_top1_cls"] = round(test["top1_cls"], 6)
         metrics["test_top1_dist"] = round(test["top1_dist"], 6)
-    if "distill" in spec:
-        metrics["distill"] = spec["distill"]
+    if spec.distill is not None:
+        metrics["distill"] = spec.as_dict()["distill"]
     return metrics
 
 

@@ -1,0 +1,86 @@
+"""``study gpu-acceptance``: the steps of :mod:`study.bench.acceptance`, results into ``--out``.
+
+Run from the project root. ``--params`` is the default study; ``--smoke`` swaps every preset for
+configs/smoke.yaml, the models for toy sizes, and runs one training stage of it for the default study.
+``--merge``: run nothing; gather the folders of earlier calls (one per device call) into ``--out`` and render it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from study import runtime
+from study.bench import acceptance as acc
+from study.bench.from_params import bench_models, bench_shape
+from study.bench.scratch_repro import scratch_copy, timed_repro
+from study.config import load_params
+from study.errors import StudyError
+from study.stages import configured
+
+# Where scripts/device-kit puts the default study's dataset for a device machine, which cannot download it.
+KIT_DATASET = Path(".kit", "fashion-mnist")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    p = parser
+    p.add_argument("--out", type=Path, required=True, help="folder of the results: acceptance.md and its CSVs")
+    p.add_argument("--step", action="append", choices=acc.STEPS,
+                   help="run only this step (repeatable; default: all, in this order); each is sized for one 10-minute "
+                   "device call, and a later call adds its rows to --out")
+    p.add_argument("--smoke", action="store_true", help="toy sizes and configs/smoke.yaml: the CPU check CI runs")
+    p.add_argument("--time-limit", type=float, default=540.0, help="seconds after which a `dvc repro` is stopped "
+                   "(default 540)")
+    p.add_argument("--dataset-files", type=Path, help="Fashion-MNIST's IDX files, copied into the scratch copy's "
+                   "data.root (default: .kit/fashion-mnist when it exists, else the study's own search)")
+    p.add_argument("--merge", type=Path, action="append", metavar="FOLDER", help="run no step: gather the --out "
+                   "folders of earlier calls (one per device call) into --out and render acceptance.md (repeatable)")
+
+
+def main(args: argparse.Namespace) -> str:
+    params = configured(args.params)
+    out, root = args.out, Path.cwd()
+    if args.merge:
+        return f"gpu-acceptance: {len(args.merge)} folder(s) merged -> {acc.merge_folders(args.merge, out)}"
+    if not (root / "dvc.yaml").is_file():
+        raise StudyError(f"no dvc.yaml in {root}; run `study gpu-acceptance` from the project root")
+    dataset_files = args.dataset_files or (KIT_DATASET if KIT_DATASET.is_dir() else None)
+    steps = args.step or list(acc.STEPS)
+    # The presets whose models are benched; cifar100_gpu's are cifar10_gpu's with a 100-class head.
+    names = ["smoke"] if args.smoke else ["fashionmnist_gpu", "cifar10_gpu"]
+    presets = {name: load_params(root / "configs" / f"{name}.yaml") for name in names}
+    device = runtime.pick_device(params.train.device)
+    if device.type == "cuda":
+        runtime.configure(threads=params.train.threads, deterministic=False)  # cuDNN autotuning, as the presets
+    size = acc.SMOKE_SIZE if args.smoke else acc.GPU_SIZE
+    out.mkdir(parents=True, exist_ok=True)
+    acc.write_device(out, device)
+    done = []
+    for step in steps:
+        if step in acc.BENCH_STEPS:
+            groups = ([("headline", acc.HEADLINE_SHAPE, list(acc.HEADLINE))] if step == "bench" else
+                      [(name, bench_shape(p), bench_models(p)) for name, p in presets.items()])
+            table = acc.bench_groups(groups, size, device, precision="auto")
+            acc.merge_csv(out / "bench.csv", table, step)
+            done.append(f"{step}: {len(table)} rows")
+            continue
+        study_path = root / "configs" / "smoke.yaml" if args.smoke else (
+            args.params if step == "default-study" else root / "configs" / "fashionmnist_gpu.yaml")
+        study = load_params(study_path)
+        targets = ([f"train@{study.baselines[0]}-{study.fractions[0]}-{study.seeds[0]}"]
+                   if args.smoke and step == "default-study" else [])
+        limit = min(args.time_limit, 12.0) if args.smoke and step == "gpu-preset" else args.time_limit  # the stop
+        files = dataset_files if study.data.dataset == "fashionmnist" else None
+        with tempfile.TemporaryDirectory(prefix="study-acceptance-") as scratch:
+            project = scratch_copy(root, Path(scratch) / "project", study_path, files, study.data.root)
+            rows, summary = timed_repro(project, targets, limit, out / f"dvc-{step}.log")
+        acc.merge_csv(out / "stages.csv", pd.DataFrame(rows, columns=["stage", "seconds", "status"]), step)
+        acc.merge_csv(out / "studies.csv", pd.DataFrame([{**summary, "params": study_path.name}]), step)
+        done.append(f"{step}: {summary['stages_done']} stage(s) in {summary['seconds']:.0f} s"
+                    + (" (stopped at the time limit)" if summary["stopped"] else "")
+                    + ("" if summary["returncode"] == 0 or summary["stopped"] else " (FAILED, see the log)"))
+    report = acc.render(out)
+    return f"gpu-acceptance on {device.type}: " + "; ".join(done) + f" -> {report}"

@@ -1,0 +1,28 @@
+"""``study run``: what ``dvc repro`` does, with independent stages running at the same time on Ray
+(:func:`study.engine.driver.run_study`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from study.engine.driver import run_study
+from study.stages import configured
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("targets", nargs="*", metavar="TARGET", help="stages to bring up to date, with what they "
+                        "depend on, as for `dvc repro` (default: the whole pipeline)")
+    parser.add_argument("--address", help="join this Ray cluster (e.g. 10.0.0.1:6379, from `ray start --head`) "
+                        "instead of starting a local Ray instance")
+    parser.add_argument("--cpus", type=int, help="CPUs of the local Ray instance (default: all of this machine's)")
+    parser.add_argument("--gpus", type=int, help="GPUs of the local Ray instance (default: those Ray detects); on a "
+                        "machine without, logical ones: stages are scheduled by engine.gpus_per_run all the same")
+    parser.add_argument("--cpus-per-run", type=int, help="CPUs, and torch threads, per training run for this run "
+                        "only (default: engine.cpus_per_run, else train.threads); another thread count changes CPU "
+                        "results")
+
+
+def main(args: argparse.Namespace) -> str:
+    params = configured(args.params)
+    return run_study(params, args.targets, address=args.address, cpus=args.cpus, cpus_per_run=args.cpus_per_run,
+                     gpus=args.gpus)

@@ -1,0 +1,96 @@
+"""Stage ``attention``: per-head attention distance and entropy of the ViT-family runs against their
+initial weights, class-token maps and rollout of the full-data models."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from study import runtime
+from study.analysis import attention_study as A
+from study.analysis.attention_figures import attention_distance_plot, attention_maps_figure, attention_maps_frame
+from study.analysis.figure_style import save_figure
+from study.analysis.runs import analysis_images, collect_runs, load_models
+from study.config import Params
+from study.errors import StudyError
+from study.io import atomic_dir
+from study.models import is_transformer
+from study.report.tables import write_table
+from study.stages import add_analysis_arguments, configured
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_analysis_arguments(parser)
+
+
+def main(args: argparse.Namespace) -> str:
+    return run(configured(args.params), args.runs, args.prepared, args.figures, args.tables)
+
+
+def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: Path) -> str:
+    tic = time.perf_counter()
+    device = runtime.pick_device(params.train.device)
+    a, conf = params.analysis, params.analysis.curves.confidence
+    runs = collect_runs(runs_dir)
+    trained = {(name, A.TRAINED, fraction, seed): loaded for seed in params.seeds
+               for (name, fraction), loaded in load_models(runs, seed, device).items()
+               if is_transformer(loaded[0])}
+    if not trained:
+        raise StudyError("attention: no ViT-family model among the runs; add a 'vit' or 'deit' model")
+    fractions = sorted({f for _, _, f, _ in trained})
+    smallest, full = fractions[0], fractions[-1]
+    # The baseline: each model and seed at initialisation (the same weights at every fraction: the seed alone
+    # draws them), read from the full-data run's init.pt.
+    initial = {(name, A.INIT, float("nan"), seed): loaded for seed in params.seeds
+               for (name, fraction), loaded in load_models(runs, seed, device, weights="init.pt").items()
+               if fraction == full and (name, A.TRAINED, fraction, seed) in trained}
+    images = analysis_images(prepared, a.attention.images)
+    heads = A.head_statistics({**trained, **initial}, images, 64, device)
+    layers = A.layer_statistics(heads)
+    trained_layers = layers[layers["state"] == A.TRAINED]
+    per_layer = (trained_layers.groupby(["model", "fraction", "layer"], as_index=False)
+                 .agg(seeds=("seed", "size"), distance=("mean_distance", "mean"),
+                      uniform=("uniform_distance", "first")))
+    # The figure's columns, left to right: initialisation, the smallest fraction, full data.
+    shown_states = pd.concat(
+        [heads[heads["state"] == A.INIT].assign(condition="init")]
+        + [heads[(heads["state"] == A.TRAINED) & (heads["fraction"] == f)].assign(condition=f"{100 * f:g}% data")
+           for f in dict.fromkeys([smallest, full])], ignore_index=True)
+    shown = images[: a.attention.show]
+    share, pct = A.LOCAL_SHARE, f"{conf:.0%}"
+    with atomic_dir(figures) as tmp:
+        save_figure(attention_distance_plot(shown_states, columns="condition", local_share=share),
+                    tmp / "attention_distance", shown_states)
+        for (name, _, fraction, seed), (model, spec) in trained.items():
+            if fraction != full or seed != a.seed:
+                continue
+            maps = A.attention_maps(model, spec, shown, device)
+            pictures = shown.astype(np.float32) / 255.0
+            for token, m in maps["tokens"].items():
+                for block in ("first", "last"):
+                    titles = [f"test image {i}" for i in range(len(shown))]
+                    fig = attention_maps_figure(pictures, m[block], m["rollout"], titles)
+                    fig.suptitle(f"{name}: {token}-token attention, {block} block, and rollout")
+                    save_figure(fig, tmp / f"attention_maps_{name}_{token}_{block}",
+                                attention_maps_frame(m[block], m["rollout"], titles))
+    with atomic_dir(tables) as tmp:
+        write_table(heads, tmp / "attention_heads_seeds",
+                    "Mean attention distance (px) and entropy (nats) of every head, per run; state init = the "
+                    "run's seed before training (fraction --).", 3)
+        write_table(A.head_table(heads, conf), tmp / "attention_heads",
+                    f"Per layer, the k-th most local head (rank 0 = most local within each seed): distance "
+                    f"mean and {pct} t-interval over seeds, mean entropy; uniform-attention references.", 3)
+        write_table(A.layer_table(layers, conf), tmp / "attention_layers",
+                    f"Per layer over seeds: most local head per seed, its distance (mean, {pct} t-interval), "
+                    f"heads below {share:g} x uniform distance (mean), mean entropy ({pct} t-interval).", 3)
+        write_table(A.contrasts(layers, conf), tmp / "attention_contrasts",
+                    "Most-local-head distance at full data minus initialisation / minus the smallest fraction, "
+                    "paired by seed; intervals Holm-adjusted over each model's contrasts.", 3)
+        write_table(per_layer, tmp / "attention_distance",
+                    "Mean attention distance (pixels) per layer, averaged over heads and seeds (trained models).", 2)
+    return (f"attention: {len(trained)} ViT-family runs + {len(initial)} initialisations, distances over "
+            f"{len(images)} test images in {time.perf_counter() - tic:.0f}s -> {figures}, {tables}")

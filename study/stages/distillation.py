@@ -1,0 +1,48 @@
+"""Stage ``distillation``: what the teacher knew (train vs test top-1) and whether each student agrees with it
+(DeiT, Touvron et al. 2021, Table 4)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from study.analysis import agreement as A
+from study.analysis.curves import paired_gaps
+from study.analysis.runs import collect_runs
+from study.config import Params
+from study.errors import StudyError
+from study.io import atomic_dir
+from study.report.tables import write_table
+from study.stages import configured
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=Path, required=True, help="folder holding the runs (runs)")
+    parser.add_argument("--tables", type=Path, required=True, help="output folder for tables")
+
+
+def main(args: argparse.Namespace) -> str:
+    return run(configured(args.params), args.runs, args.tables)
+
+
+def run(params: Params, runs_dir: Path, tables: Path) -> str:
+    d, conf = params.distill, params.analysis.curves.confidence
+    if d is None or d.kind == "none":
+        raise StudyError("distillation: params has no distillation (distill.kind none); remove the stage or set distill")
+    runs = collect_runs(runs_dir)
+    students = [d.student, *(m for m in params.baselines if m != d.teacher)]
+    per_run = A.agreement_runs(runs, d.teacher, students)
+    summary = A.agreement_summary(per_run, conf)
+    whole = per_run[per_run["head"] == "model"]
+    pairs = [(d.student, other) for other in students if other != d.student]
+    gaps = paired_gaps(whole, pairs, conf, value="agreement")
+    with atomic_dir(tables) as tmp:
+        write_table(A.teacher_table(runs, d.teacher, conf), tmp / "teacher",
+                    f"The teacher ({d.teacher}) per fraction: top-1 on its own training images and on the test set.")
+        write_table(per_run, tmp / "agreement_runs", "Test-set agreement of each run (and head) with its teacher.")
+        write_table(summary, tmp / "agreement", f"Test-set agreement with the teacher: mean and {conf:.0%} t-interval over seeds.")
+        write_table(gaps, tmp / "agreement_gaps", "Paired difference in agreement with the teacher (same subset and seed), "
+                    "Holm-adjusted across fractions.")
+    full = summary[(summary["fraction"] == summary["fraction"].max()) & (summary["head"] == "model")]
+    parts = ", ".join(f"{r.model} {r.agreement_mean:.3f}" for r in full.itertuples())
+    return f"distillation: agreement with {d.teacher} at full data: {parts} -> {tables}"

@@ -1,0 +1,114 @@
+"""Stage ``train``: one model, one fraction, one seed, from validated params to a finished run.
+
+This is where params meet the training library: it checks the request against params, builds the model (and
+for a distilled student the loss around the teacher trained on the same fraction and seed), plans the budget,
+fingerprints everything that determines the run (so a stale resume state is ignored) and calls
+:func:`study.train.loop.train_run`. ``study levers`` calls :func:`run` too, so a trial is exactly a run
+of the pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from study import runtime
+from study.config import Params
+from study.data.prepared import read_prepared, sha256
+from study.data.subsets import read_subset
+from study.errors import StudyError
+from study.models import build_model, is_transformer
+from study.models.cost import count_parameters, forward_flops
+from study.stages import configured
+from study.train.budget import plan_budget
+from study.train.loop import RunPaths, resolved_precision, run_fingerprint, train_run
+from study.train.losses import LabelLoss
+from study.train.recipe import recipe_from_params
+from study.train.spec import RunSpec
+from study.train.teacher import distillation_loss
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="a key of `models` in params")
+    parser.add_argument("--fraction", type=float, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--prepared", type=Path, required=True)
+    parser.add_argument("--subset", type=Path, required=True, help="index file of the training subset")
+    parser.add_argument("--validation", type=Path, required=True, help="index file of the validation split")
+    parser.add_argument("--teacher", type=Path, help="teacher's model.pt (distilled student only)")
+    parser.add_argument("--checkpoint", type=Path, required=True, help="final weights (model.pt)")
+    parser.add_argument("--metrics", type=Path, required=True, help="metrics.json")
+    parser.add_argument("--history", type=Path, required=True, help="history.csv")
+    parser.add_argument("--resume", type=Path, required=True, help="resume state, kept across kills")
+    parser.add_argument("--predictions", type=Path, required=True, help="predictions.npy: test-set argmax per head")
+
+
+def main(args: argparse.Namespace) -> str:
+    return run(configured(args.params), args.model, args.fraction, args.seed, args.prepared, args.subset,
+               args.validation, args.teacher, args.checkpoint, args.metrics, args.history, args.resume,
+               args.predictions)
+
+
+def run(params: Params, model_name: str, fraction: float, seed: int, prepared: Path, subset: Path,
+        validation: Path, teacher: Path | None, checkpoint: Path, metrics: Path, history: Path, resume: Path,
+        predictions: Path) -> str:
+    """Train ``model_name`` of ``params`` on ``subset`` (indices into ``prepared``), writing the run's files."""
+    if model_name not in params.trained_models:
+        raise StudyError(f"--model {model_name}: not a trained model of this study ({list(params.trained_models)})")
+    if fraction not in params.fractions or seed not in params.seeds:
+        raise StudyError(f"--fraction {fraction} --seed {seed}: not in params fractions/seeds")
+    recipe_params = params.models[model_name]
+    device = runtime.pick_device(params.train.device)
+    runtime.seed_everything(seed)
+
+    data = read_prepared(prepared)
+    train_idx, val_idx = read_subset(subset), read_subset(validation)
+    full_images = len(data.train_labels) - len(val_idx)
+    b = params.budget
+    budget = plan_budget(len(train_idx), full_images, b.batch_size, b.epochs, b.convention, b.min_steps)
+
+    model = build_model(recipe_params.arch, data.num_classes, data.image_size, data.in_chans, **recipe_params.arch_args)
+    spec = RunSpec(
+        model_name=model_name, arch=recipe_params.arch, arch_args=dict(recipe_params.arch_args),
+        num_classes=data.num_classes, image_size=data.image_size, in_chans=data.in_chans,
+        fraction=fraction, seed=seed, params=count_parameters(model),
+        forward_flops=forward_flops(model, data.image_size, data.in_chans),
+    )
+    loss_fn = LabelLoss(recipe_params.label_smoothing)
+    distill = params.distill if params.distill and model_name == params.distill.student else None
+    if distill is not None:
+        model.set_distilled_training(distill.kind != "none")
+    if distill is not None and distill.kind != "none":
+        if teacher is None:
+            raise StudyError(f"--model {model_name} is distilled: pass --teacher <path of the teacher's model.pt>")
+        t = params.models[distill.teacher]
+        loss_fn, spec = distillation_loss(loss_fn, teacher, distill.teacher, t.arch, dict(t.arch_args),
+                                          distill.kind, distill.alpha, distill.tau, spec, device)
+
+    recipe, augmentation = recipe_from_params(recipe_params, params.train.augment)
+    fingerprint = run_fingerprint(
+        spec=spec.as_dict(), recipe=recipe, budget=budget.as_dict(), augment=augmentation.as_dict(), device=device.type,
+        compile=params.train.compile, precision=resolved_precision(device, params.train.precision),
+        subset=sha256(train_idx), validation=sha256(val_idx),
+    )
+    metrics_out = train_run(
+        model=model, spec=spec, recipe=recipe, budget=budget,
+        train=(data.train_images[train_idx], data.train_labels[train_idx]),
+        validation=(data.train_images[val_idx], data.train_labels[val_idx]),
+        test=(data.test_images, data.test_labels),
+        seed=seed, augmentation=augmentation, device=device, loss_fn=loss_fn,
+        channels_last=not is_transformer(model), compile_model=params.train.compile,
+        precision=params.train.precision, eval_batch_size=params.train.eval_batch_size,
+        checkpoint_every=params.train.checkpoint_every, fingerprint=fingerprint,
+        paths=RunPaths(checkpoint=checkpoint, metrics=metrics, history=history, resume=resume, predictions=predictions,
+                       initial=checkpoint.with_name("init.pt")),
+        label=f"{model_name} f={fraction} s={seed}",
+    )
+    heads = ""
+    if "test_top1_cls" in metrics_out:
+        heads = f" (cls {metrics_out['test_top1_cls']:.4f}, dist {metrics_out['test_top1_dist']:.4f})"
+    return (
+        f"train: {model_name} fraction {fraction} seed {seed}: test top-1 {metrics_out['test_top1']:.4f}{heads} "
+        f"after {budget.steps} steps x {budget.batch_size} ({budget.epochs:.1f} epochs of {budget.train_images} images) "
+        f"in {metrics_out['train_seconds']:.0f}s, {metrics_out['throughput_images_per_s']:.0f} img/s on {metrics_out['device']}"
+    )
