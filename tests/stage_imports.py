@@ -2,6 +2,7 @@
 source (no import is executed). ``dvc.yaml`` must list exactly these files as a stage's code dependencies.
 
     python tests/stage_imports.py train      # the files to list under the train stage's deps
+    python tests/stage_imports.py --write    # rewrite the code deps of every stage in dvc.yaml files
 
 Imports inside functions count (a stage runs them); imports under ``if TYPE_CHECKING:`` do not (they never
 run). Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first, so those count too.
@@ -10,6 +11,7 @@ run). Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first, 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -72,11 +74,40 @@ def closure(*modules: str) -> set[Path]:
 def command_files(command: str) -> set[Path]:
     """The files ``study <command>`` runs: the CLI and the command's module, with everything they import."""
     sys.path.insert(0, str(ROOT))
-    from study.cli import COMMANDS
+    from study.cli import commands
 
-    return closure(f"{PACKAGE}.cli", COMMANDS[command][0])
+    return closure(f"{PACKAGE}.cli", commands()[command][0])
+
+
+PIPELINES = {"dvc.yaml": "", "pretrained/dvc.yaml": "../"}  # file -> prefix of the package in its deps
+
+
+def write_deps(pipeline: Path, prefix: str) -> None:
+    """Replace the ``study`` entries of every stage's deps in ``pipeline`` by its command's files (the other deps
+    and the rest of the file are kept as they are)."""
+    lines, out, command, i = pipeline.read_text().split("\n"), [], None, 0
+    while i < len(lines):
+        line = lines[i]
+        if re.match(r"^  [a-z_-]+:\s*$", line):  # a new stage
+            command = None
+        found = re.search(r"\bstudy ([a-z-]+)", line)
+        if command is None and found and ("cmd:" in line or line.startswith("      study ")):
+            command = found.group(1)
+        out.append(line)
+        i += 1
+        if re.match(r"^    deps:\s*$", line):
+            while i < len(lines) and lines[i].startswith(("      - ", "      #")):
+                if lines[i].startswith("      #") or not lines[i].strip()[2:].startswith(prefix + PACKAGE):
+                    out.append(lines[i])
+                i += 1
+            out.extend(f"      - {prefix}{p.relative_to(ROOT)}" for p in sorted(command_files(command)))
+    pipeline.write_text("\n".join(out))
 
 
 if __name__ == "__main__":
-    for path in sorted(command_files(sys.argv[1])):
-        print(f"      - {path.relative_to(ROOT)}")
+    if sys.argv[1] == "--write":
+        for name, prefix in PIPELINES.items():
+            write_deps(ROOT / name, prefix)
+    else:
+        for path in sorted(command_files(sys.argv[1])):
+            print(f"      - {path.relative_to(ROOT)}")

@@ -22,7 +22,7 @@ from study.config import parse_params
 from study.errors import StudyError
 from study.train.augment import Augmentation, BatchAugment, apply_per_row
 from study.train.batches import BatchOrder, DeviceSplit, normalise
-from study.train.loop import Recipe, TrainStep
+from study.train.step import Recipe, TrainStep
 from study.train.losses import DistillationLoss, LabelLoss
 from study.stages.train import run as train_stage
 

@@ -26,7 +26,7 @@ from study.cli import main
 from study.models import build_model
 from study.models.cost import count_parameters, forward_flops
 from study.train.augment import Augmentation
-from study.train.loop import Recipe
+from study.train.step import Recipe
 from study.train.losses import LabelLoss
 
 TINY_VIT = {"patch_size": 4, "embed_dim": 16, "depth": 1, "num_heads": 2, "mlp_ratio": 2.0}

@@ -3,7 +3,7 @@
 No GPU is needed: ``train.precision: bf16`` autocasts on CPU too, so the dtypes, the compiled graphs and
 the checkpoint round trip of a GPU run are exercised here; only CUDA kernels, fused optimisers and speed
 are not. Each model (ViT, DeiT distilled from a ResNet, ResNet) takes a few steps of the real
-:class:`~study.train.loop.TrainStep` on tiny learnable data; compilation (the slow part on 2 cores) is
+:class:`~study.train.step.TrainStep` on tiny learnable data; compilation (the slow part on 2 cores) is
 paid once per model in a module fixture that the tests read.
 """
 
@@ -34,7 +34,8 @@ from study.train.spec import RunSpec
 from study.train.augment import Augmentation, BatchAugment
 from study.train.batches import DeviceSplit, channel_stats, normalise
 from study.train.budget import Budget
-from study.train.loop import Recipe, RunPaths, TrainStep, autocast_for, resolved_precision, train_run
+from study.train.loop import RunPaths, train_run
+from study.train.step import Recipe, TrainStep, autocast_for, resolved_precision
 from study.train.losses import DistillationLoss, LabelLoss
 
 ROOT = Path(__file__).resolve().parents[1]

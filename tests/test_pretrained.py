@@ -181,11 +181,13 @@ class _Payload:
 def test_study_checkpoint(tmp_path):
     from study.models import build_model
     from study.train.artifacts import save_trained
+    from study.train.spec import RunSpec
 
     torch.manual_seed(0)
     model = build_model("vit", 10, 28, 1, patch_size=7, embed_dim=32, depth=2, num_heads=2)
-    spec = {"arch": "vit", "arch_args": {"patch_size": 7, "embed_dim": 32, "depth": 2, "num_heads": 2},
-            "num_classes": 10, "image_size": 28, "in_chans": 1, "mean": [0.3], "std": [0.35], "model_name": "vit"}
+    spec = RunSpec(model_name="vit", arch="vit", arch_args={"patch_size": 7, "embed_dim": 32, "depth": 2, "num_heads": 2},
+                   num_classes=10, image_size=28, in_chans=1, fraction=1.0, seed=0, params=0, forward_flops=0,
+                   mean=(0.3,), std=(0.35,))
     save_trained(tmp_path / "model.pt", model, spec)
     checkpoint = open_checkpoint(f"study:{tmp_path / 'model.pt'}")
     x = torch.randn(2, 1, 28, 28)

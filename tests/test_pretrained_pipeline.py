@@ -39,6 +39,7 @@ def _checkpoints(folder: Path, transformers) -> dict:
 
     from study.models import build_model
     from study.train.artifacts import save_trained
+    from study.train.spec import RunSpec
 
     torch.manual_seed(0)
     common = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64, image_size=32,
@@ -53,9 +54,9 @@ def _checkpoints(folder: Path, transformers) -> dict:
     save_file({k: v.contiguous() for k, v in resnet.state_dict().items()}, folder / "resnet.safetensors")
     arch_args = {"patch_size": 4, "embed_dim": 24, "depth": 2, "num_heads": 2}
     run = build_model("vit", 10, 16, 3, **arch_args)
-    save_trained(folder / "run" / "model.pt", run, {"arch": "vit", "arch_args": arch_args, "num_classes": 10,
-                                                    "image_size": 16, "in_chans": 3, "mean": [0.5] * 3,
-                                                    "std": [0.25] * 3, "model_name": "vit"})
+    save_trained(folder / "run" / "model.pt", run, RunSpec(
+        model_name="vit", arch="vit", arch_args=arch_args, num_classes=10, image_size=16, in_chans=3, fraction=1.0,
+        seed=0, params=0, forward_flops=0, mean=(0.5,) * 3, std=(0.25,) * 3))
     return {"vit": {"source": "hf:vit"}, "deit": {"source": "hf:deit"},
             "resnet": {"source": "timm:test_resnet", "weights": "resnet.safetensors"},
             "run": {"source": "study:run/model.pt"}}

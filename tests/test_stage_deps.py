@@ -11,9 +11,7 @@ import pytest
 import yaml
 
 from conftest import dvc
-from stage_imports import ROOT, command_files
-
-PIPELINES = {"dvc.yaml": "", "pretrained/dvc.yaml": "../"}  # file -> prefix of the package in its deps
+from stage_imports import PIPELINES, ROOT, command_files
 
 
 def _code_deps(deps: list, prefix: str, base: Path) -> set[Path]:
@@ -41,12 +39,11 @@ def test_a_stage_depends_on_exactly_the_code_it_runs(path, prefix, stage, body):
     assert words[0] == "study", f"{stage}: its command is not a `study` command"
     runs = command_files(words[1])
     listed = _code_deps(body["deps"], prefix, path.parent)
-    rel = lambda files: sorted(str(f.relative_to(ROOT)) for f in files)  # noqa: E731
-    assert not runs - listed, (f"{path.name}, stage {stage}: imports these study files that its deps do not list "
-                               f"(add them; `python tests/stage_imports.py {words[1]}` prints the list): "
-                               f"{rel(runs - listed)}")
-    assert not listed - runs, (f"{path.name}, stage {stage}: lists code it never imports (remove it): "
-                               f"{rel(listed - runs)}")
+    missing = sorted(str(f.relative_to(ROOT)) for f in runs - listed)
+    extra = sorted(str(f.relative_to(ROOT)) for f in listed - runs)
+    fix = "`python tests/stage_imports.py --write` rewrites every stage's code deps"
+    assert not missing, f"{path.name}, stage {stage}: imports files its deps do not list: {missing}; {fix}"
+    assert not extra, f"{path.name}, stage {stage}: lists code it never imports: {extra}; {fix}"
 
 
 def test_the_import_walk_sees_imports_inside_functions_and_skips_type_checking(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 """The study's benchmarks and its GPU acceptance, one idea per module.
 
-The training-step benchmark (``study bench``, :mod:`study.bench.bench_command`):
+The training-step benchmark (``study bench``, :mod:`study.tools.bench`):
 
 * :mod:`study.bench.workload` — what is trained: models, input shape, loss, synthetic data.
 * :mod:`study.bench.study_path` — the study's own training step; :mod:`study.bench.usual_path` — the usual
@@ -10,11 +10,11 @@ The training-step benchmark (``study bench``, :mod:`study.bench.bench_command`):
 * :mod:`study.bench.benchmark` — every model on both paths, into one table.
 * :mod:`study.bench.from_params` — a study's params as a workload (shared by both commands).
 
-The GPU acceptance (``study gpu-acceptance``, :mod:`study.bench.acceptance_command`): its steps, targets and
+The GPU acceptance (``study gpu-acceptance``, :mod:`study.tools.gpu_acceptance`): its steps, targets and
 report in :mod:`study.bench.acceptance`, timed ``dvc repro`` in a scratch copy in :mod:`study.bench.scratch_repro`.
 
 Also: :mod:`study.bench.cka` — minibatch CKA against a per-pair float64 reference (``python -m study.bench.cka``);
-:mod:`study.bench.models_command` — ``study models``, parameters and forward FLOPs of the study's models.
+:mod:`study.tools.models` — ``study models``, parameters and forward FLOPs of the study's models.
 
 Nothing is imported here, so that each command loads only what it needs.
 """

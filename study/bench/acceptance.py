@@ -1,6 +1,6 @@
 """The GPU acceptance: its steps, its sizes and targets, and the folder of results it renders as acceptance.md.
 
-Steps (``--step`` of ``study gpu-acceptance``, :mod:`study.bench.acceptance_command`; default: all, in this
+Steps (``--step`` of ``study gpu-acceptance``, :mod:`study.tools.gpu_acceptance`; default: all, in this
 order), each sized for one 10-minute device call (not yet run on a GPU):
 
 * ``bench`` — ResNet-18 (3×3 stem) and ViT-Tiny/4 (dim 192, depth 12, 3 heads) on 32×32×3, 10 classes: the

@@ -29,7 +29,7 @@ from study.bench.workload import (CNN_RECIPE, VIT_RECIPE, BenchModel, Shape, ben
                                   synthetic_data)
 from study.errors import StudyError
 from study.models import is_transformer
-from study.train.loop import resolved_precision
+from study.train.step import resolved_precision
 from study.train.losses import DistillationLoss
 
 

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from study.models.cost import forward_flops
-from study.train.loop import resolved_precision
+from study.train.step import resolved_precision
 
 # Matmul side for the peak measurement: large enough to be compute-bound (an 8192² bf16 matmul is 1.1 TFLOP).
 PEAK_SIZE = {"cuda": 8192, "cpu": 2048}

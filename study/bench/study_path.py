@@ -1,8 +1,8 @@
 """The benchmark's ``study`` path: the very training step ``train_run`` takes, one call per optimiser step.
 
-:class:`study.train.loop.TrainStep` as the train stage drives it: the split resident on the device as uint8,
+:class:`study.train.step.TrainStep` as the train stage drives it: the split resident on the device as uint8,
 index batches augmented and normalised on the device, the study's optimiser (fused on GPU), the forward under
-``train.precision`` (:func:`study.train.loop.autocast_for`: bf16 autocast on GPU by default) and channels_last
+``train.precision`` (:func:`study.train.step.autocast_for`: bf16 autocast on GPU by default) and channels_last
 for CNNs, optional ``torch.compile``, the study's loss, and no host sync inside the step on GPU. Nothing here is
 a copy of the training loop: what is timed is the code that trains the study's models.
 """
@@ -21,7 +21,7 @@ from study.errors import StudyError
 from study.models import build_model, is_distilled, is_transformer
 from study.train.augment import Augmentation, BatchAugment
 from study.train.batches import DeviceSplit, channel_stats
-from study.train.loop import Recipe, TrainStep
+from study.train.step import Recipe, TrainStep
 
 
 def study_model(spec: BenchModel, shape: Shape) -> nn.Module:

@@ -27,7 +27,7 @@ from study.bench.workload import Shape
 from study.models import VIT_DEFAULTS, build_model
 from study.train.augment import Augmentation
 from study.train.batches import channel_stats
-from study.train.loop import Recipe, autocast_for
+from study.train.step import Recipe, autocast_for
 
 
 def usual_model(arch: str, shape: Shape, arch_args: dict[str, Any],

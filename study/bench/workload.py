@@ -17,7 +17,7 @@ from torch import nn
 
 from study.models import build_model
 from study.train.augment import Augmentation
-from study.train.loop import Recipe
+from study.train.step import Recipe
 from study.train.losses import DistillationLoss, LabelLoss
 
 # Default recipes for a bare architecture (no params entry): He et al. (2016) SGD for CNNs, DeiT's AdamW

@@ -21,7 +21,9 @@ from study.models import build_model, is_transformer
 from study.models.cost import count_parameters, forward_flops
 from study.stages import configured
 from study.train.budget import plan_budget
-from study.train.loop import RunPaths, resolved_precision, run_fingerprint, train_run
+from study.train.loop import RunPaths, train_run
+from study.train.resume import run_fingerprint
+from study.train.step import resolved_precision
 from study.train.losses import LabelLoss
 from study.train.recipe import recipe_from_params
 from study.train.spec import RunSpec

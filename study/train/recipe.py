@@ -1,6 +1,6 @@
 """From validated params to the training library's own types: the one place that converts them.
 
-The library (:mod:`study.train.loop`, :mod:`study.train.augment`) never sees the params classes, so it can be
+The library (:mod:`study.train.step`, :mod:`study.train.augment`) never sees the params classes, so it can be
 driven by a stage, a benchmark or the lever sweep alike; each of those calls :func:`recipe_from_params`.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from study.config import AugmentParams, ModelParams
 from study.train.augment import Augmentation
-from study.train.loop import Recipe
+from study.train.step import Recipe
 
 
 def recipe_from_params(model: ModelParams, default_augment: AugmentParams) -> tuple[Recipe, Augmentation]:

@@ -17,7 +17,7 @@ from study.bench.benchmark import run_benchmark
 from study.bench.from_params import bench_models, bench_shape
 from study.bench.table import STUDY, STUDY_AUGMENTED, format_table, write_csv
 from study.stages import configured
-from study.train.loop import resolved_precision
+from study.train.step import resolved_precision
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,114 @@
+"""One optimiser step of the study: the recipe, the optimiser, the precision, and :class:`TrainStep`, the hot path.
+
+``train_run`` (:mod:`study.train.loop`) calls :class:`TrainStep` for every step of every run, and so does ``study
+bench``, so the benchmark times exactly the step that trains the study's models.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from study.train.augment import BatchAugment
+from study.train.batches import BatchOrder, DeviceSplit
+from study.train.schedule import lr_at
+
+# Parameters exempt from weight decay besides biases and norm weights (all 1-D): ViT's learned tokens
+# and position embeddings (as in timm's `no_weight_decay`).
+_NO_DECAY_NAMES = ("cls_token", "dist_token", "pos_embed")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The optimisation recipe of one model (mirrors study.config.ModelParams)."""
+
+    optimizer: str
+    lr: float
+    weight_decay: float
+    momentum: float
+    beta2: float
+    label_smoothing: float
+    grad_clip: float
+    warmup: float
+
+
+def make_optimizer(model: nn.Module, recipe: Recipe, fused: bool) -> torch.optim.Optimizer:
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if p.ndim < 2 or name.split(".")[-1] in _NO_DECAY_NAMES else decay).append(p)
+    groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if recipe.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=recipe.lr, momentum=recipe.momentum, nesterov=True, fused=fused or None)
+    return torch.optim.AdamW(groups, lr=recipe.lr, betas=(0.9, recipe.beta2), fused=fused or None)
+
+
+def to_input(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    return x.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+
+
+def resolved_precision(device: torch.device, precision: str) -> str:
+    """``train.precision`` on ``device``: "bf16" or "fp32".
+
+    ``auto`` autocasts on GPU only: CPU bf16 kernels are slower than float32 on most CPUs and would change
+    the numbers of the reference float32 path; ``bf16`` forces autocast on CPU too (the CI test of the GPU path).
+    """
+    if precision not in ("auto", "bf16", "fp32"):
+        raise ValueError(f"precision must be 'auto', 'bf16' or 'fp32', not {precision!r}")
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
+
+
+def autocast_for(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """The context every forward pass runs in: bf16 autocast on ``device``'s type, or nothing (float32)."""
+    if resolved_precision(device, precision) == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+class TrainStep:
+    """One optimiser step of the study, as a function of the step number: the whole hot path.
+
+    Batch ``step`` is gathered from the device-resident split, augmented and normalised there by
+    ``augment`` (which also turns the labels into the loss's targets: soft ones under Mixup/CutMix), the lr
+    set from the schedule, then forward (under :func:`autocast_for`), loss, backward, optional gradient
+    clipping and the optimiser update. No host sync happens inside. ``train_run`` calls it, and so does
+    ``study bench``, so the benchmark times exactly the step that trains the study's models.
+    """
+
+    def __init__(self, model: nn.Module, loss_fn: nn.Module, recipe: Recipe, split: DeviceSplit,
+                 augment: BatchAugment, total_steps: int, batch_size: int, seed: int, device: torch.device,
+                 channels_last: bool, compile_model: bool, precision: str) -> None:
+        on_gpu = device.type == "cuda"
+        self.model, self.loss_fn, self.recipe, self.split = model, loss_fn, recipe, split
+        self.augment, self.total_steps, self.seed = augment, total_steps, seed
+        self.device, self.channels_last = device, channels_last
+        self.optimizer = make_optimizer(model, recipe, fused=on_gpu)
+        self.forward = torch.compile(model) if compile_model else model
+        self.compiled = compile_model
+        self.precision = resolved_precision(device, precision)  # "bf16" or "fp32", as recorded in metrics
+        self.autocast = autocast_for(device, precision)
+        self.order = BatchOrder(len(split), batch_size, seed)
+        self.warmup_steps = math.ceil(recipe.warmup * total_steps)
+
+    def __call__(self, step: int) -> torch.Tensor:
+        """Take optimiser step ``step``; return its loss (a detached scalar on the device)."""
+        idx = self.order.indices(step).to(self.device)
+        x, y = self.augment(self.split.images[idx], self.split.labels[idx], self.seed, step)
+        x = to_input(x, self.channels_last)  # (B, C, H, W); y: labels (B,) or soft targets (B, classes)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr_at(step, self.total_steps, self.recipe.lr, self.warmup_steps)
+        with self.autocast:
+            loss = self.loss_fn(x, self.forward(x), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.recipe.grad_clip > 0:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe.grad_clip)
+        self.optimizer.step()
+        return loss.detach()
