@@ -24,7 +24,7 @@ NOTEBOOKS = ROOT / "notebooks"
 # Text each notebook prints only after its final consistency check passed.
 CHECKS = {
     "01_vit_walkthrough": "step-by-step logits match model(x)",
-    "02_data_efficiency": "gaps recomputed from runs.csv match reports/tables/curves/gaps.csv",
+    "02_data_efficiency": "power-law curves reproduce the RMSE in reports/tables/curves/power_law.csv",
     "03_representations": "live CKA matches reports/figures/cka",
     "04_attention": "mean attention distance matches reports/figures/attention/attention_distance.csv",
 }
@@ -50,6 +50,16 @@ def test_committed_notebook_has_no_outputs(path: Path):
     for cell in code_cells:
         assert cell.outputs == [], f"{path.name}: strip outputs before committing"
         assert cell.execution_count is None, f"{path.name}: strip execution counts before committing"
+
+
+def test_notebooks_label_fractions_exactly():
+    """A fraction of the data is printed exactly (0.005 -> "0.5%"), never rounded to whole percent ("0%")."""
+    from study.analysis.figure_style import percent_label
+
+    assert [percent_label(f) for f in (0.005, 0.07, 0.1, 1.0)] == ["0.5%", "7%", "10%", "100%"]
+    for path in notebook_paths():
+        for cell in nbformat.read(path, as_version=4).cells:
+            assert ":.0%" not in cell.source, f"{path.name}: label fractions with percent_label, not :.0%"
 
 
 def _first_code_cell(path: Path) -> str:

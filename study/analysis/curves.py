@@ -144,7 +144,8 @@ def gap_trends(runs: pd.DataFrame, pairs: list[tuple[str, str]], confidence: flo
                                        "fractions_used", "inference"])
 
 
-def _power_law(n, a, b, c):
+def power_law(n, a, b, c):
+    """``a·n^(−b) + c``: the curve :func:`fit_power_law` fits, to evaluate a row of :func:`power_law_table`."""
     return a * np.power(n, -b) + c
 
 
@@ -160,10 +161,10 @@ def fit_power_law(train_images: np.ndarray, error: np.ndarray) -> dict[str, floa
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            (a, b, c), _ = optimize.curve_fit(_power_law, n, e, p0=p0, bounds=(_LOWER, _UPPER), maxfev=20000)
+            (a, b, c), _ = optimize.curve_fit(power_law, n, e, p0=p0, bounds=(_LOWER, _UPPER), maxfev=20000)
     except (RuntimeError, ValueError):
         return nan
-    rmse = float(np.sqrt(np.mean((_power_law(n, a, b, c) - e) ** 2)))
+    rmse = float(np.sqrt(np.mean((power_law(n, a, b, c) - e) ** 2)))
     return {"a": float(a), "b": float(b), "c": float(c), "rmse": rmse}
 
 

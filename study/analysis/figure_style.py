@@ -92,6 +92,12 @@ def save_figure(fig: Figure, stem: str | Path, data: pd.DataFrame) -> list[Path]
     return paths
 
 
+def percent_label(share: float) -> str:
+    """A share as an exact percentage for labels: 0.005 -> "0.5%", 0.1 -> "10%", 0.95 -> "95%". ``f"{x:.0%}"``
+    would print the 0.5% fraction as "0%"; ``:g`` also drops the float noise of ``100 * x`` (7.000000000000001)."""
+    return f"{100 * share:g}%"
+
+
 def short_count(count: int) -> str:
     """1500 -> "1.5k", 50000 -> "50k", 800 -> "800"."""
     return f"{count / 1000:g}k" if count >= 1000 else str(count)
