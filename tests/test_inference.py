@@ -15,7 +15,8 @@ import pytest
 
 from study.analysis.curves import crossings, gap_trends, paired_gaps, power_law_table, summarise
 from study.analysis.inference import holm_intervals, slope_interval, t_test_p
-from study.report import findings as F
+from study.analysis.setup import training_fit
+from study.report import accuracy as F
 from study.report.limitations import limitations
 from study.train.budget import plan_budget
 from study.train.convergence import convergence
@@ -233,24 +234,24 @@ def _fit_runs(train_top1: list[float], improving: list[bool]) -> pd.DataFrame:
 
 
 def test_fit_sentence_says_gaps_are_generalisation_only_when_every_run_fit_and_settled():
-    settled = F.fit_sentences(_fit_runs([1.0, 0.995, 1.0, 1.0], [False] * 4))
+    settled = F.fit_sentences(training_fit(_fit_runs([1.0, 0.995, 1.0, 1.0], [False] * 4)))
     assert len(settled) == 1 and "at least 99% in all 4 runs" in settled[0] and "measures generalisation" in settled[0]
-    improving = F.fit_sentences(_fit_runs([1.0, 0.995, 1.0, 1.0], [False, True, False, False]))
+    improving = F.fit_sentences(training_fit(_fit_runs([1.0, 0.995, 1.0, 1.0], [False, True, False, False])))
     assert "generalisation" not in improving[0]
 
 
 def test_fit_sentence_names_each_model_and_fraction_that_did_not_fit():
-    [sentence] = F.fit_sentences(_fit_runs([1.0, 0.85, 1.0, 1.0], [False] * 4))
+    [sentence] = F.fit_sentences(training_fit(_fit_runs([1.0, 0.85, 1.0, 1.0], [False] * 4)))
     assert "vit at fraction 0.1 (85.0% mean, lowest 85.0%)" in sentence
     assert "resnet" not in sentence and "generalisation from the same data" not in sentence
 
 
 def test_fit_sentence_blames_the_budget_only_for_unfit_runs_still_improving():
-    [settled] = F.fit_sentences(_fit_runs([0.9, 0.85, 1.0, 1.0], [False, False, True, False]))
+    [settled] = F.fit_sentences(training_fit(_fit_runs([0.9, 0.85, 1.0, 1.0], [False, False, True, False])))
     assert "all 2 of these runs had stopped falling" in settled and "not the step budget" in settled
-    [improving] = F.fit_sentences(_fit_runs([0.9, 0.85, 1.0, 1.0], [True, True, False, False]))
+    [improving] = F.fit_sentences(training_fit(_fit_runs([0.9, 0.85, 1.0, 1.0], [True, True, False, False])))
     assert "optimisation as much as generalisation" in improving and "not the step budget" not in improving
-    [mixed] = F.fit_sentences(_fit_runs([0.9, 0.85, 1.0, 1.0], [True, False, False, False]))
+    [mixed] = F.fit_sentences(training_fit(_fit_runs([0.9, 0.85, 1.0, 1.0], [True, False, False, False])))
     assert "1 of these 2 runs had stopped falling" in mixed and "the other runs'" in mixed
 
 

@@ -14,7 +14,11 @@ import pandas as pd
 
 from study.analysis import attention_study as A
 from study.analysis import similarity as S
-from study.report.mechanisms import attention_findings, cka_findings, limitations
+from study.analysis.cka_depth import across_depth_mean
+from study.report.attention import attention_findings
+from study.report.limitations import analysis_limitations
+from study.report.representations import cka_findings
+from study.report.tables import read_table
 
 CONFIDENCE = 0.95
 
@@ -45,6 +49,27 @@ def write_cka_tables(tables: Path, gap: float, seeds: list[int], noise: float = 
     S.across_depth_summary(per_seed, ceiling, CONFIDENCE).to_csv(folder / "cka_across_depth.csv", index=False)
 
 
+def cka(tables: Path, reference: float = 1.0) -> list[str]:
+    """The CKA sentences from the tables as the report stage reads them: the cka stage's, and its own depth
+    average of cross-model CKA."""
+    folder = tables / "cka"
+    if (folder / "cka_across_depth.csv").is_file():
+        across = across_depth_mean(pd.read_csv(folder / "cka_across_depth.csv"),
+                                   pd.read_csv(folder / "cka_across_depth_seeds.csv"))
+        across.to_csv(folder / "cka_across_depth_mean.csv", index=False)  # read back, as the renderer does
+    return cka_findings(read_table(folder / "cka_to_full.csv"), read_table(folder / "cka_across_depth_mean.csv"),
+                        reference=reference)
+
+
+def cka_limitations(tables: Path) -> list[str]:
+    return analysis_limitations(read_table(tables / "cka" / "cka_to_full.csv"), None, None)
+
+
+def attention(tables: Path) -> list[str]:
+    folder = tables / "attention"
+    return attention_findings(read_table(folder / "attention_layers.csv"), read_table(folder / "attention_contrasts.csv"))
+
+
 def write_attention_tables(tables: Path, change: float, seeds: list[int]) -> None:
     """First-block most-local head near uniform (13.5 px) at init and at 10% data, ``change`` px away from
     that at full data; per-seed noise of a few tenths of a pixel."""
@@ -73,14 +98,14 @@ def write_attention_tables(tables: Path, change: float, seeds: list[int]) -> Non
 
 def test_cka_noise_only_gives_no_detectable_difference(tmp_path):
     write_cka_tables(tmp_path, gap=0.0, seeds=[0, 1, 2, 3, 4])
-    text = " ".join(cka_findings(tmp_path))
+    text = " ".join(cka(tmp_path))
     assert "no detectable difference from the cross-seed ceiling" in text
     assert "below the cross-seed" not in text and "above the cross-seed" not in text
 
 
 def test_cka_clear_gap_is_claimed_with_its_interval(tmp_path):
     write_cka_tables(tmp_path, gap=0.3, seeds=[0, 1, 2, 3, 4])
-    findings = cka_findings(tmp_path)
+    findings = cka(tmp_path)
     claim = next(s for s in findings if "below the cross-seed ceiling" in s)
     assert "At 10% of the data, vit's CKA" in claim and "by 0.30" in claim and "Holm-adjusted" in claim
     assert any("At matched relative depth, resnet and vit trained on full data have CKA" in s for s in findings)
@@ -88,26 +113,26 @@ def test_cka_clear_gap_is_claimed_with_its_interval(tmp_path):
 
 def test_cka_sentences_name_the_largest_fraction_when_it_is_not_full_data(tmp_path):
     write_cka_tables(tmp_path, gap=0.3, seeds=[0, 1, 2, 3, 4])
-    findings = cka_findings(tmp_path, reference=0.1)
+    findings = cka(tmp_path, reference=0.1)
     assert any("trained on the largest fraction (10% of the data)" in s for s in findings)
     assert not any("full data" in s or "full-data" in s for s in findings)
 
 
 def test_cka_with_two_seeds_is_descriptive_only(tmp_path):
     write_cka_tables(tmp_path, gap=0.3, seeds=[0, 1])
-    text = " ".join(cka_findings(tmp_path))
+    text = " ".join(cka(tmp_path))
     assert "with 2 seeds no difference is inferred" in text
     assert "below" not in text and "above" not in text and "no detectable" not in text
-    assert any("single pair of seeds" in s for s in limitations(tmp_path))
+    assert any("single pair of seeds" in s for s in cka_limitations(tmp_path))
 
 
 def test_cka_with_one_seed_says_it_is_not_measured(tmp_path):
     (tmp_path / "cka").mkdir()
     pd.DataFrame(columns=S.SUMMARY_COLUMNS).to_csv(tmp_path / "cka" / "cka_to_full.csv", index=False)
-    assert cka_findings(tmp_path) == [
+    assert cka(tmp_path) == [
         "CKA to a model trained on full data is not measured: it compares against a model of another seed, and the "
         "study has one."]
-    assert any("one training seed" in s for s in limitations(tmp_path))
+    assert any("one training seed" in s for s in cka_limitations(tmp_path))
 
 
 # --- attention -------------------------------------------------------------------------------------------
@@ -115,7 +140,7 @@ def test_cka_with_one_seed_says_it_is_not_measured(tmp_path):
 
 def test_attention_noise_only_gives_no_detectable_difference(tmp_path):
     write_attention_tables(tmp_path, change=0.0, seeds=[0, 1, 2, 3, 4])
-    text = " ".join(attention_findings(tmp_path))
+    text = " ".join(attention(tmp_path))
     assert "no detectable difference from initialisation" in text
     assert "no detectable difference from 10% of the data" in text
     assert "closer" not in text and "farther" not in text
@@ -123,7 +148,7 @@ def test_attention_noise_only_gives_no_detectable_difference(tmp_path):
 
 def test_attention_clear_change_is_claimed_against_init_and_smallest_fraction(tmp_path):
     write_attention_tables(tmp_path, change=-6.0, seeds=[0, 1, 2, 3, 4])
-    findings = attention_findings(tmp_path)
+    findings = attention(tmp_path)
     first = next(s for s in findings if "most local head" in s)
     assert "closer (more local) than at initialisation" in first
     assert "closer (more local) than at 10% of the data" in first
@@ -134,6 +159,6 @@ def test_attention_clear_change_is_claimed_against_init_and_smallest_fraction(tm
 
 def test_attention_with_two_seeds_is_descriptive_only(tmp_path):
     write_attention_tables(tmp_path, change=-6.0, seeds=[0, 1])
-    text = " ".join(attention_findings(tmp_path))
+    text = " ".join(attention(tmp_path))
     assert "with 2 seeds no difference is inferred" in text
     assert "closer" not in text and "no detectable" not in text and "CI" not in text

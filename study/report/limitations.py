@@ -1,12 +1,18 @@
-"""The report's limitations, generated from the parameters and the run records so that each one is true of
-the study it is printed in (a fixed list would go on saying "the validation split is never used for
-selection" after recipes were picked on it)."""
+"""The report's limitations, generated from the parameters, the run records and the analysis tables so that
+each one is true of the study it is printed in (a fixed list would go on saying "the validation split is
+never used for selection" after recipes were picked on it).
+
+:func:`limitations` covers the design (data, seeds, recipe selection, budget, scoring);
+:func:`analysis_limitations` the caveats the CKA and attention tables themselves warrant.
+"""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from study.analysis.inference import MIN_SEEDS
+from study.report.format import plural
 
 
 def limitations(*, dataset: str, seeds: list[int], convention: str, min_steps: int, runs: pd.DataFrame,
@@ -16,7 +22,7 @@ def limitations(*, dataset: str, seeds: list[int], convention: str, min_steps: i
     out = [f"One dataset ({dataset}) and small models (at most {largest:,} parameters), sized so that the study "
            "reruns on a CPU; absolute accuracies are below the state of the art and rankings at larger scale may differ."]
     if len(seeds) < MIN_SEEDS:
-        out.append(f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} per point: too few for inference, so every "
+        out.append(f"{plural(len(seeds), 'seed')} per point: too few for inference, so every "
                    "comparison in this report is descriptive.")
     else:
         out.append(f"{len(seeds)} seeds per point: intervals are Student-t over seeds and remain wide for small gaps.")
@@ -39,4 +45,25 @@ def limitations(*, dataset: str, seeds: list[int], convention: str, min_steps: i
                    "accuracies understate what the model reaches on that data.")
     out.append("Each run's final model is scored once on the test set (no best-epoch selection), as the study reports "
                "it; published numbers are often best-epoch.")
+    return out
+
+
+def analysis_limitations(to_full: pd.DataFrame | None, across: pd.DataFrame | None,
+                         heads: pd.DataFrame | None) -> list[str]:
+    """Caveats of the CKA and attention analyses: ``to_full`` (``cka_to_full``), ``across`` (cross-model CKA
+    at matched depth) and ``heads`` (``attention_heads``), each ``None`` where its stage did not write it."""
+    out = []
+    if to_full is not None and to_full.empty:
+        out.append("With one training seed, CKA to the largest fraction has no model of another seed to compare with, "
+                   "and so no noise ceiling; it is not reported.")
+    elif to_full is not None and (to_full["ceiling_pairs"] < 2).any():
+        out.append("The CKA noise ceiling comes from a single pair of seeds (compared both ways), so its own "
+                   "spread across seed pairs is unknown.")
+    if across is not None:
+        out.append("Layers of different models are matched by relative depth, each model's recorded layers "
+                   "taken as evenly spaced from input (0) to output (1): a convention, not a measured "
+                   "correspondence.")
+    if heads is not None and not heads.empty and int(np.nanmax(heads["seeds"])) > 1:
+        out.append("Attention heads have no identity across seeds, so per-head intervals are over each seed's "
+                   "k-th most local head, not over a fixed head.")
     return out

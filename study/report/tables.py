@@ -1,4 +1,5 @@
-"""Every table is written twice: CSV for re-use, LaTeX (booktabs) ready for ``\\input``."""
+"""Every table is written twice: CSV for re-use, LaTeX (booktabs) ready for ``\\input``; and read back as the
+report reads it (a table a stage did not write is ``None``, distinct from one written empty)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ def write_table(df: pd.DataFrame, stem: str | Path, caption: str, float_digits: 
     )  # pandas writes \toprule/\midrule/\bottomrule, i.e. needs \usepackage{booktabs}
     write_text(tex, latex)
     return [csv, tex]
+
+
+def read_table(path: str | Path) -> pd.DataFrame | None:
+    """The CSV at ``path``, or ``None`` when no stage wrote it (e.g. distillation is off)."""
+    path = Path(path)
+    return pd.read_csv(path) if path.is_file() else None
 
 
 def markdown_table(df: pd.DataFrame, digits: int = 4) -> str:

@@ -1,4 +1,5 @@
-"""The report's sentences about accuracy, convergence and distillation, each derived from a table by a rule.
+"""The report's sentences about accuracy against training-set size and about convergence, each derived from
+a table by a rule.
 
 The rules (issue "Findings a reviewer would accept"):
 
@@ -9,7 +10,8 @@ The rules (issue "Findings a reviewer would accept"):
   larger one (or the reverse); every sign change of the mean gap is listed either way.
 - Comparisons involving runs still improving at the end carry that flag; step-bound runs are out of fits.
 
-Every function takes data frames (the pipeline's tables) and returns a list of sentences.
+Every function takes data frames (the tables of the ``curves`` stage, the run table, the training-fit
+table of :mod:`study.analysis.setup`) and returns a list of sentences; none computes a statistic.
 """
 
 from __future__ import annotations
@@ -19,25 +21,7 @@ import math
 import pandas as pd
 
 from study.analysis.inference import MIN_SEEDS
-
-
-def pts(x: float) -> str:
-    """A share as signed percentage points, e.g. -0.097 -> '-9.7'."""
-    return f"{100 * x:+.1f}"
-
-
-def pct(x: float) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
-
-
-def interval(low: float, high: float, scale: float = 100.0, digits: int = 1) -> str:
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return "no interval"
-    return f"{scale * low:+.{digits}f} to {scale * high:+.{digits}f}"
-
-
-def images(n: float) -> str:
-    return f"{int(round(n)):,} images"
+from study.report.format import images, interval, percent, plural, points, share
 
 
 def seeds_statement(summary: pd.DataFrame) -> list[str]:
@@ -46,15 +30,9 @@ def seeds_statement(summary: pd.DataFrame) -> list[str]:
     if fewest >= MIN_SEEDS:
         counted = f"{fewest}" if fewest == most else f"{fewest}–{most}"
         return [f"Every point averages {counted} seeds; intervals are Student-t over seeds."]
-    return [f"With {fewest} seed{'s' if fewest != 1 else ''} per point no inference is drawn (a t-interval from "
-            f"{fewest} seeds has {max(fewest - 1, 0)} degree{'s' if fewest != 2 else ''} of freedom; at least "
+    return [f"With {plural(fewest, 'seed')} per point no inference is drawn (a t-interval from "
+            f"{plural(fewest, 'seed')} has {plural(max(fewest - 1, 0), 'degree')} of freedom; at least "
             f"{MIN_SEEDS} are needed): the sentences below describe measured means only."]
-
-
-def reference_data(fraction: float) -> str:
-    """How the sentences name the largest fraction, the reference of every "to the largest" comparison: "full
-    data" when it is the whole training set, else "the largest fraction (10% of the data)"."""
-    return "full data" if fraction >= 1.0 else f"the largest fraction ({100 * fraction:g}% of the data)"
 
 
 def ranking(summary: pd.DataFrame) -> list[str]:
@@ -63,7 +41,7 @@ def ranking(summary: pd.DataFrame) -> list[str]:
     largest = summary["fraction"].max()
     for fraction, word in ((summary["fraction"].min(), "smallest"), (largest, "full" if largest >= 1.0 else "largest")):
         at = summary[summary["fraction"] == fraction].sort_values("top1_mean", ascending=False)
-        listed = ", ".join(f"{r.model} {pct(r.top1_mean)}" for r in at.itertuples())
+        listed = ", ".join(f"{r.model} {share(r.top1_mean)}" for r in at.itertuples())
         out.append(f"Mean test top-1 with the {word} training set ({images(at['train_images'].iloc[0])}): {listed}.")
     return out
 
@@ -82,18 +60,18 @@ def gap_sentences(gaps: pd.DataFrame) -> list[str]:
         a, b = comparison.split(" - ")
         g = g.sort_values("train_images")
         if not g["inference"].all():
-            parts = "; ".join(f"{pts(r.gap_mean)} points at {images(r.train_images)}{_flag(r)}" for r in g.itertuples())
+            parts = "; ".join(f"{points(r.gap_mean)} points at {images(r.train_images)}{_flag(r)}" for r in g.itertuples())
             out.append(f"Mean gap {a} − {b} (descriptive, {int(g['seeds'].min())} seeds): {parts}.")
             continue
         parts = []
         for r in g.itertuples():
-            ci = f"adjusted CI {interval(r.adj_ci_low, r.adj_ci_high)}"
+            ci = interval(r.adj_ci_low, r.adj_ci_high, 1, scale=100.0, signed=True, label="adjusted CI")
             if r.significant:
                 winner, loser = (a, b) if r.gap_mean > 0 else (b, a)
                 parts.append(f"at {images(r.train_images)} {winner} beats {loser} by {100 * abs(r.gap_mean):.1f} "
                              f"points ({ci}){_flag(r)}")
             else:
-                parts.append(f"at {images(r.train_images)} no detectable difference ({pts(r.gap_mean)} points, {ci}){_flag(r)}")
+                parts.append(f"at {images(r.train_images)} no detectable difference ({points(r.gap_mean)} points, {ci}){_flag(r)}")
         out.append(f"{a} − {b}: " + "; ".join(parts) + ". Intervals are Holm-adjusted across the "
                    f"{len(g)} fractions.")
     return out
@@ -105,7 +83,7 @@ def crossing_sentences(crossings: pd.DataFrame) -> list[str]:
         a, b = r.comparison.split(" - ")
         # ";"-joined sizes in the CSV; pandas reads a single one back as a number, none as NaN.
         listed = [] if pd.isna(r.sign_change_train_images) else str(r.sign_change_train_images).split(";")
-        changes = (f"the mean gap changes sign {r.sign_changes} time{'s' if r.sign_changes != 1 else ''} "
+        changes = (f"the mean gap changes sign {plural(r.sign_changes, 'time')} "
                    f"(near {', '.join(f'{int(float(n)):,}' for n in listed)} images)"
                    if r.sign_changes else "the mean gap keeps one sign")
         if r.crossing_claimed:
@@ -124,7 +102,7 @@ def trend_sentences(trends: pd.DataFrame) -> list[str]:
         for r in g[g["seeds"] > 0].itertuples():
             unit, digits = (" points", 1) if r.scale.startswith("gap") else ("", 3)
             value = f"{r.slope_per_decade:+.{digits}f}{unit} per tenfold data"
-            ci = f"CI {r.ci_low:+.{digits}f} to {r.ci_high:+.{digits}f}" if math.isfinite(r.ci_low) else "no interval"
+            ci = interval(r.ci_low, r.ci_high, digits, signed=True)
             if not r.inference:
                 parts.append(f"{r.scale}: {value} (descriptive, {r.seeds} seeds)")
             elif r.ci_low > 0 or r.ci_high < 0:
@@ -153,6 +131,7 @@ def power_law_sentences(fits: pd.DataFrame) -> list[str]:
 
 
 def convergence_sentences(runs: pd.DataFrame) -> list[str]:
+    """How many runs were still improving at the end, where, and how many of them were step-bound."""
     flagged = runs[runs["under_trained"].astype(bool)]
     if flagged.empty:
         return [f"All {len(runs)} runs had settled: none lost more than 1% of its validation loss over its last "
@@ -168,56 +147,33 @@ def convergence_sentences(runs: pd.DataFrame) -> list[str]:
                f"{'is' if bound == 1 else 'are'} left out of the power-law fits and gap trends." if bound else "")]
 
 
-def fit_sentences(runs: pd.DataFrame, fit: float = 0.99) -> list[str]:
-    """Did every model fit its own training images? If all did and none was still improving, a gap between
-    models at a fraction is one of generalisation from the same data, not of how far each was optimised."""
-    scored = runs.dropna(subset=["train_top1"])
-    if scored.empty:
+def fit_sentences(fit_table: pd.DataFrame) -> list[str]:
+    """Did every model fit its own training images (:func:`study.analysis.setup.training_fit`)? If all did and
+    none was still improving, a gap between models at a fraction is one of generalisation from the same
+    data, not of how far each was optimised."""
+    if fit_table.empty:
         return []
-    per = (scored.groupby(["model", "fraction"], sort=True)
-           .agg(mean=("train_top1", "mean"), low=("train_top1", "min")).reset_index())
-    unfit = per[per["low"] < fit]
+    fit = float(fit_table["fit"].iloc[0])
+    unfit = fit_table[fit_table["below_fit"] > 0]
     if unfit.empty:
         sentence = (f"Every run fit its own training images: train top-1 (unaugmented, on up to 2,000 of them) was "
-                    f"at least {fit:.0%} in all {len(scored)} runs")
-        if not scored["under_trained"].astype(bool).any():
+                    f"at least {percent(fit)} in all {int(fit_table['runs'].sum())} runs")
+        if not fit_table["still_improving"].any():
             return [sentence + "; with none still improving either, a gap between models at a fraction measures "
                     "generalisation from the same data, not how far the budget let each model optimise."]
         return [sentence + "."]
-    listed = ", ".join(f"{r.model} at fraction {r.fraction:g} ({pct(r.mean)} mean, lowest {pct(r.low)})"
-                       for r in unfit.itertuples())
-    sentence = f"Runs that did not fit their own training images (train top-1 below {fit:.0%}): {listed}."
+    listed = ", ".join(f"{r.model} at fraction {r.fraction:g} ({share(r.train_top1_mean)} mean, lowest "
+                       f"{share(r.train_top1_min)})" for r in unfit.itertuples())
+    sentence = f"Runs that did not fit their own training images (train top-1 below {percent(fit)}): {listed}."
     # Not fitting the training images is a budget problem only while held-out loss is still falling; once it has
     # stopped, more steps would fit more training images without a sign that test accuracy would follow.
-    low = scored.merge(unfit[["model", "fraction"]], on=["model", "fraction"])
-    low = low[low["train_top1"] < fit]
-    settled = int((~low["under_trained"].astype(bool)).sum())
+    below, settled = int(unfit["below_fit"].sum()), int(unfit["below_fit_settled"].sum())
     if settled == 0:
         return [sentence + " Their test accuracy measures optimisation as much as generalisation."]
-    if settled == len(low):
-        return [sentence + f" The validation loss of all {len(low)} of these runs had stopped falling (it rose or "
+    if settled == below:
+        return [sentence + f" The validation loss of all {below} of these runs had stopped falling (it rose or "
                 "stayed within 1% over the last quarter of steps), so their shortfall is not the step budget: more "
                 "steps would fit more training images with no sign on held-out data that accuracy would follow."]
-    return [sentence + f" The validation loss of {settled} of these {len(low)} runs had stopped falling, so for "
+    return [sentence + f" The validation loss of {settled} of these {below} runs had stopped falling, so for "
             "them the shortfall is not the step budget; the other runs' test accuracy measures optimisation as much "
             "as generalisation."]
-
-
-def distillation_sentences(teacher: pd.DataFrame, agreement: pd.DataFrame, gaps: pd.DataFrame) -> list[str]:
-    """The teacher's train/test accuracy and whether the distilled student agrees with it more."""
-    out = []
-    if not teacher.empty:
-        ends = teacher.iloc[[0, -1]]
-        parts = "; ".join(f"{images(r.train_images)}: train {pct(r.train_top1_mean)}, test {pct(r.test_top1_mean)}"
-                          for r in ends.itertuples())
-        out.append(f"Teacher ({ends['model'].iloc[0]}) top-1 on its own training images and on the test set — {parts}. "
-                   "Where train top-1 is near 100%, its hard labels are the true labels and hard distillation adds "
-                   "little signal.")
-    if not agreement.empty:
-        whole = agreement[agreement["head"] == "model"]
-        full = whole[whole["fraction"] == whole["fraction"].max()]
-        listed = ", ".join(f"{r.model} {pct(r.agreement_mean)}" for r in full.itertuples())
-        out.append(f"Test-set agreement with the teacher at {reference_data(whole['fraction'].max())}: {listed}.")
-    for sentence in gap_sentences(gaps):
-        out.append("Agreement with the teacher, " + sentence[0].lower() + sentence[1:])
-    return out

@@ -1,0 +1,150 @@
+"""The report stage: one formatter per kind of number, the committed studies' reports re-rendered from their own
+tables, and a provenance record whose digests a reader can recompute from the files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from study import cli
+from study.report.format import interval, percent, plural, share
+from study.report.provenance import pipeline_code
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDIES = {"default": ROOT / "reports", "mechanisms": ROOT / "reports" / "mechanisms"}
+SETUP_TABLES = ("models", "budgets", "compute", "deit_heads")  # those the report stage wrote before issue 30
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --- formatting ------------------------------------------------------------------------------------------
+
+
+def test_set_fractions_print_exactly_and_never_as_zero():
+    assert [percent(f) for f in (0.005, 0.01, 0.03, 0.05, 0.1, 0.29, 1.0)] == \
+        ["0.5%", "1%", "3%", "5%", "10%", "29%", "100%"]
+    assert f"{0.005:.0%}" == "0%"  # the formatter it replaces
+
+
+def test_measured_shares_keep_one_decimal_and_say_when_missing():
+    assert (share(0.90134), share(0.01), share(float("nan")), share(None)) == ("90.1%", "1.0%", "n/a", "n/a")
+
+
+def test_intervals_and_counts():
+    assert interval(0.61, 0.744, 2) == "CI 0.61 to 0.74"
+    assert interval(-0.2063, -0.0214, 1, scale=100, signed=True, label="adjusted CI") == "adjusted CI -20.6 to -2.1"
+    assert interval(-0.5, 1.25, 2, signed=True, unit=" px") == "CI -0.50 to +1.25 px"
+    assert interval(float("nan"), 1.0, 2) == "no interval"
+    assert (plural(1, "seed"), plural(3, "seed"), plural(0, "degree")) == ("1 seed", "3 seeds", "0 degrees")
+
+
+# --- the report stage on a committed study ---------------------------------------------------------------
+
+
+def _metrics(run) -> dict:
+    """A run's metrics.json, rebuilt from its row of the committed run table (collect_runs reads it back)."""
+    optional = {k: getattr(run, k) for k in ("train_top1", "test_top1_cls", "test_top1_dist")
+                if not pd.isna(getattr(run, k))}
+    return {
+        "model": run.model, "arch": run.arch, "fraction": run.fraction, "seed": run.seed,
+        "budget": {"train_images": run.train_images, "steps": run.steps, "images_seen": run.images_seen,
+                   "epochs": run.epochs, "convention": run.convention, "source": run.budget_source},
+        "convergence": {"still_improving": bool(run.under_trained)},
+        "test_top1": run.test_top1, "test_loss": run.test_loss, "val_top1": run.val_top1, **optional,
+        "params": run.params, "train_flops": run.train_flops, "teacher_flops": run.teacher_flops,
+        "train_seconds": run.train_seconds, "throughput_images_per_s": run.throughput, "device": run.device,
+    }
+
+
+def _project(committed: Path, tmp: Path) -> Path:
+    """A project in ``tmp`` holding what the report stage reads: the committed study's parameters, analysis
+    tables and figure names, runs rebuilt from its run table (with stand-in weights), this checkout's code
+    and dvc.yaml, and a stand-in data manifest."""
+    provenance = json.loads((committed / "provenance.json").read_text())
+    (tmp / "params.yaml").write_text(provenance["params"])
+    shutil.copy(ROOT / "dvc.yaml", tmp / "dvc.yaml")
+    shutil.copytree(ROOT / "study", tmp / "study", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (tmp / "data" / "prepared").mkdir(parents=True)
+    (tmp / "data" / "prepared" / "manifest.json").write_text('{"arrays": {}}\n')
+    shutil.copytree(committed / "tables", tmp / "reports" / "tables", ignore=shutil.ignore_patterns("setup"))
+    for png in (committed / "figures").rglob("*.png"):  # the report links the figures that exist
+        target = tmp / "reports" / "figures" / png.relative_to(committed / "figures")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch()
+    rng = np.random.default_rng(0)
+    for run in pd.read_csv(committed / "tables" / "curves" / "runs.csv").itertuples():
+        folder = tmp / "runs" / run.model / f"f{run.fraction}_s{run.seed}"
+        folder.mkdir(parents=True)
+        (folder / "metrics.json").write_text(json.dumps(_metrics(run), default=lambda x: x.item()))
+        for name in ("init.pt", "model.pt", "predictions.npy", "history.csv"):
+            (folder / name).write_bytes(rng.bytes(32))
+    return tmp
+
+
+@pytest.fixture(params=list(STUDIES), ids=list(STUDIES))
+def rendered(request, tmp_path, monkeypatch):
+    """(committed study folder, project folder) after `study report` ran in the project."""
+    committed = STUDIES[request.param]
+    project = _project(committed, tmp_path)
+    monkeypatch.chdir(project)
+    code = cli.main(["report", "--params", "params.yaml", "--runs", "runs", "--tables", "reports/tables",
+                     "--figures", "reports/figures", "--manifest", "data/prepared/manifest.json",
+                     "--pipeline", "dvc.yaml", "--out", "reports/report.md", "--metrics", "reports/metrics.json",
+                     "--provenance", "reports/provenance.json", "--setup-tables", "reports/tables/setup"])
+    assert code == 0
+    return committed, project
+
+
+def test_the_committed_report_re_renders_from_its_tables_up_to_its_provenance(rendered):
+    committed, project = rendered
+    before = lambda text: text.split("## Provenance")[0]  # noqa: E731
+    assert before((project / "reports" / "report.md").read_text()) == before((committed / "report.md").read_text())
+    assert json.loads((project / "reports" / "metrics.json").read_text()) == \
+        json.loads((committed / "metrics.json").read_text())
+    for stem in SETUP_TABLES:  # computed in study.analysis now, byte for byte what the report layer wrote
+        for suffix in (".csv", ".tex"):
+            name = f"{stem}{suffix}"
+            assert (project / "reports/tables/setup" / name).read_bytes() == (committed / "tables/setup" / name).read_bytes()
+
+
+def test_provenance_digests_equal_those_recomputed_from_the_files(rendered):
+    _, project = rendered
+    prov = json.loads((project / "reports" / "provenance.json").read_text())
+    assert "dvc_lock_sha256" not in prov  # rewritten by DVC right after the stage: never checkable
+    assert prov["params_sha256"] == sha256(project / "params.yaml")
+    recorded = {**prov["code_sha256"], **prov["data_sha256"], **prov["runs_sha256"]}
+    assert recorded == {path: sha256(project / path) for path in recorded}
+    assert set(prov["data_sha256"]) == {"data/prepared/manifest.json"}
+    runs = {str(p.relative_to(project)) for p in (project / "runs").rglob("*") if p.is_file()}
+    assert set(prov["runs_sha256"]) == {p for p in runs if not p.endswith("history.csv")}  # read by no analysis
+    # Every study/ file a stage of dvc.yaml lists, folders expanded, and nothing Python or DVC writes.
+    stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"].values()
+    listed = {dep if isinstance(dep, str) else next(iter(dep)) for s in stages for dep in s["deps"]}
+    expected = set()
+    for dep in (d for d in listed if d.startswith("study")):
+        target = project / dep
+        expected |= ({str(p.relative_to(project)) for p in target.rglob("*.py")} if target.is_dir() else {dep})
+    assert set(prov["code_sha256"]) == expected
+    written = {"reports/report.md", "reports/metrics.json", "reports/provenance.json", "dvc.lock"}
+    assert not written & set(recorded)
+
+
+def test_bytecode_never_enters_the_code_digests(tmp_path):
+    (tmp_path / "study" / "pkg" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "study" / "pkg" / "mod.py").write_text("x = 1\n")
+    (tmp_path / "study" / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"\0")
+    (tmp_path / "study" / "one.py").write_text("y = 2\n")
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
+        "a": {"cmd": "study a", "deps": ["study/pkg", "data/x", "runs/${item.model}/model.pt"]},
+        "b": {"cmd": "study b", "deps": [{"study/one.py": {}}]}}}))
+    assert [p.relative_to(tmp_path).as_posix() for p in pipeline_code(tmp_path / "dvc.yaml")] == \
+        ["study/one.py", "study/pkg/mod.py"]
