@@ -175,6 +175,13 @@ def dvc(*args: str, cwd: Path, check: bool = True):
     return result
 
 
+def pytest_collection_modifyitems(items) -> None:
+    """Every test on the smoke study is slow: the fixture runs a whole `dvc repro` (minutes on 2 cores)."""
+    for item in items:
+        if "smoke_study" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def smoke_study(tmp_path_factory) -> Path:
     """A copy of the project with the smoke preset as params.yaml, after a full `dvc repro`."""
