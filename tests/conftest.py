@@ -175,10 +175,22 @@ def dvc(*args: str, cwd: Path, check: bool = True):
     return result
 
 
+# Fixtures that train, run `dvc repro`, start Ray or install a kit: every test using one is `slow`, out of the
+# quick loop (`pytest -m "not slow"`). Measured on 2 cores: 14 to 140 s of set-up each.
+SLOW_FIXTURES = {
+    "smoke_study": "a whole `dvc repro` of the smoke preset",
+    "reference": "a real training run (tests/test_faults.py)",
+    "interrupted": "a training run stopped by Ctrl-C (tests/test_faults.py)",
+    "smoke_run": "`study gpu-acceptance --smoke`, with its scratch `dvc repro` (tests/test_gpu_acceptance.py)",
+    "kit": "the device kit's offline install (tests/test_device_kit.py)",
+    "two_logical_gpus": "a local Ray instance (tests/test_engine_gpus.py)",
+}
+
+
 def pytest_collection_modifyitems(items) -> None:
-    """Every test on the smoke study is slow: the fixture runs a whole `dvc repro` (minutes on 2 cores)."""
+    """Mark every test that uses one of ``SLOW_FIXTURES`` as slow."""
     for item in items:
-        if "smoke_study" in getattr(item, "fixturenames", ()):
+        if SLOW_FIXTURES.keys() & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
 
 

@@ -367,7 +367,7 @@ def test_head_statistics_average_exactly_over_batches_and_carry_the_references()
 
     torch.manual_seed(0)
     model = build_model("vit", 10, 8, 1, patch_size=2, embed_dim=16, depth=2, num_heads=2).eval()
-    spec = {"mean": [0.0], "std": [1.0]}
+    spec = _spec()
     images = np.random.default_rng(0).integers(0, 256, size=(10, 8, 8, 1), dtype=np.uint8)
     heads = A.head_statistics({("vit", A.TRAINED, 1.0, 0): (model, spec)}, images, 4, torch.device("cpu"))
     assert list(heads.columns) == A.HEAD_COLUMNS and len(heads) == 2 * 2
@@ -389,3 +389,11 @@ def test_attention_figure_facets_by_condition_in_order_with_the_local_line():
     fig = attention_distance_plot(heads, columns="condition", local_share=0.75)
     assert [ax.get_title() for ax in fig.axes] == ["vit · init", "vit · 10% data", "vit · 100% data"]
     assert [line.get_ydata()[0] for line in fig.axes[0].lines] == [14.0, 10.5]
+
+
+def _spec():
+    """A run spec for one-channel images already on the 0-1 scale (normalisation is the identity)."""
+    from study.train.spec import RunSpec
+
+    return RunSpec(model_name="vit", arch="vit", arch_args={}, num_classes=10, image_size=8, in_chans=1, fraction=1.0,
+                   seed=0, params=0, forward_flops=0, mean=(0.0,), std=(1.0,))

@@ -265,6 +265,7 @@ def test_a_bad_augmentation_value_is_one_line_naming_the_key():
     assert "\n" not in message and "models.vit.augment.auto_augment" in message and "'auto'" in message
 
 
+@pytest.mark.slow
 def test_each_model_trains_with_its_own_augmentation_or_the_study_default(tmp_path):
     raw = yaml.safe_load(yaml.safe_dump(SMOKE))
     raw["budget"].update(epochs=0.05, min_steps=2)
@@ -297,6 +298,7 @@ def test_speedups_and_augment_cost_of_an_augmented_study_row():
     assert table["augment_cost_pct"].drop(index=1).isna().all()
 
 
+@pytest.mark.slow
 def test_bench_times_each_model_with_heavy_augmentation_too(tmp_path, capsys):
     tiny_vit = {"patch_size": 4, "embed_dim": 16, "depth": 1, "num_heads": 2, "mlp_ratio": 2.0}
     raw = {"data": {"dataset": "digits"}, "fractions": [1.0], "seeds": [0], "baselines": ["resnet", "vit"],

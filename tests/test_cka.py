@@ -16,6 +16,7 @@ from study.analysis.cka_figures import CKAPanel, cka_frame, cka_grid, cka_heatma
 from study.analysis.curves_figures import data_efficiency_figure
 from study.analysis.figure_style import save_figure
 from study.errors import StudyError
+from study.train.spec import RunSpec
 
 
 @pytest.fixture
@@ -372,7 +373,8 @@ class RandomFeatures(torch.nn.Module):
         return out
 
 
-SPEC = {"mean": [0.0], "std": [1.0]}
+SPEC = RunSpec(model_name="m", arch="vit", arch_args={}, num_classes=10, image_size=8, in_chans=1, fraction=1.0,
+               seed=0, params=0, forward_flops=0, mean=(0.0,), std=(1.0,))  # identity normalisation
 
 
 def test_reference_seed_is_the_next_seed_cyclically():

@@ -181,6 +181,7 @@ def test_power_law_flags_a_parameter_on_its_bound_and_brackets_the_exponent():
     assert "sits on the fit's bound" in F.power_law_sentences(pd.DataFrame([fits]))[0]
 
 
+@pytest.mark.slow
 def test_power_law_leaves_step_bound_runs_out():
     fits = power_law_table(pure_power_law_runs(seeds=4, step_bound_fraction=0.01), 0.95).iloc[0]
     assert fits["runs_step_bound"] == 4 and fits["runs_used"] == 16

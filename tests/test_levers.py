@@ -53,6 +53,7 @@ def test_table_has_one_row_per_lever_beside_the_base():
     assert row["settings: val top-1 % (train top-1 %)"] == "as in the base: 70.0 (100); 1e-3: 65.0 (90*); 4e-3: 74.0 (100)"
 
 
+@pytest.mark.slow
 def test_sweep_trains_each_setting_once_and_resumes(tmp_path):
     params = load_params(ROOT / "configs" / "smoke.yaml")
     prepared, subsets = tmp_path / "prepared", tmp_path / "subsets"

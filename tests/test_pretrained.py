@@ -135,6 +135,7 @@ def test_hugging_face_unsupported_config_and_keys_are_one_line(tmp_path):
 
 @pytest.mark.parametrize("name, study_vit", [("vit_tiny_patch16_224", True), ("deit_tiny_distilled_patch16_224", True),
                                              ("resnet18", False)])
+@pytest.mark.slow
 def test_timm_model_with_local_safetensors(tmp_path, name, study_vit):
     import timm
     from safetensors.torch import save_file

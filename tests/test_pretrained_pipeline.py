@@ -62,6 +62,7 @@ def _checkpoints(folder: Path, transformers) -> dict:
             "run": {"source": "study:run/model.pt"}}
 
 
+@pytest.mark.slow
 def test_pretrained_preset_end_to_end(tmp_path):
     transformers = pytest.importorskip("transformers")
     project = copy_project(tmp_path / "project")

@@ -179,6 +179,7 @@ def _history_without_time(out: Path) -> list[str]:
     return [line.rsplit(",", 1)[0] for line in (out / "history.csv").read_text().splitlines()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["vit", "resnet"])
 def test_same_seed_gives_identical_metrics_across_processes(digits_data, tmp_path, model):
     params = _write_params(tmp_path, epochs=2.0, min_steps=0)
@@ -191,6 +192,7 @@ def test_same_seed_gives_identical_metrics_across_processes(digits_data, tmp_pat
     assert (runs[0] / "model.pt").read_bytes() == (runs[1] / "model.pt").read_bytes()
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_and_matches_an_uninterrupted_one(digits_data, tmp_path):
     params = _write_params(tmp_path, epochs=30.0, min_steps=0)  # ~600 steps: long enough to be killed
     reference, killed = tmp_path / "reference", tmp_path / "killed"
@@ -233,6 +235,7 @@ def test_nan_loss_stops_the_run_with_a_clear_error(digits_data, tmp_path, monkey
     assert not (out / "metrics.json").exists() and not (out / "model.pt").exists()
 
 
+@pytest.mark.slow
 def test_distilled_student_refuses_a_teacher_of_another_fraction(digits_data, tmp_path):
     params = parse_params(SMOKE)
     teacher = tmp_path / "teacher"
