@@ -25,7 +25,7 @@ _HOME = Path(__file__).resolve().parent
 # (folder, command prefix, module prefix): where commands live. The pipeline's stages first, in dvc.yaml's order.
 _FOLDERS = (("stages", "", "study.stages."), ("tools", "", "study.tools."),
             ("pretrained/stages", "pretrained-", "study.pretrained.stages."))
-_STAGE_ORDER = ("prepare", "subsets", "train", "curves", "distillation", "cka", "attention", "report")
+_STAGE_ORDER = ("prepare", "subsets", "train", "curves", "distillation", "cka", "attention", "robustness", "report")
 
 
 def commands() -> dict[str, tuple[str, str]]:

@@ -136,11 +136,59 @@ class CurvesParams:
 
 
 @dataclass(frozen=True, config=_FROZEN)
+class OcclusionParams:
+    """Random cell drop (Naseer et al. 2021): shares of the cells of a grid set to black per image."""
+
+    # Cells per side: the ViT's patch grid (checked against its patch size); none given = that grid.
+    grid: StrictInt | None = Field(default=None, ge=1)
+    shares: tuple[StrictFloat, ...] = (0.25, 0.5, 0.75, 0.9)  # 0 is the clean image, scored anyway
+    offset: StrictBool = True  # also the same grid moved by half a cell, its cells straddling the ViT's tokens
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class RearrangementParams:
+    """Patch shuffle (Naseer et al. 2021): the cells of each grid permuted per image; include the patch grid."""
+
+    # Cells per side; none given = every grid of cells at least 2 px wide that divides the image, and the ViT's
+    # patch grid (28 px: 2, 4, 7, 14), so a params file that names no grid is valid for any dataset.
+    grids: tuple[StrictInt, ...] | None = None
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class TranslationParams:
+    """Shifts with zero fill along x, y and the diagonal (Azulay & Weiss 2019); 1 px also gives consistency."""
+
+    shifts: tuple[StrictInt, ...] = (1, 2, 4)
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class CorruptionParams:
+    """An MNIST-C-style suite (study.analysis.probes.CORRUPTIONS) at the given severities (1-5)."""
+
+    names: tuple[StrictStr, ...] = ("shot_noise", "motion_blur", "rotate", "fog")
+    severities: tuple[StrictInt, ...] = (1, 3, 5)
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class RobustnessParams:
+    """The robustness probes of every run (stage ``robustness``; docs/robustness.md)."""
+
+    images: StrictInt = Field(default=2000, ge=1)  # a fixed random subset of the test set (all of it if smaller)
+    seed: StrictInt = Field(default=0, ge=0)  # draws that subset and every probe's random choices
+    batch_size: StrictInt = Field(default=250, gt=0)  # images probed and scored at once
+    occlusion: OcclusionParams = OcclusionParams()
+    rearrangement: RearrangementParams = RearrangementParams()
+    translation: TranslationParams = TranslationParams()
+    corruptions: CorruptionParams = CorruptionParams()
+
+
+@dataclass(frozen=True, config=_FROZEN)
 class AnalysisParams:
     seed: StrictInt = Field(default=0, ge=0)  # the training seed whose runs CKA/attention inspect
     cka: CkaParams = CkaParams()
     attention: AttentionParams = AttentionParams()
     curves: CurvesParams = CurvesParams()
+    robustness: RobustnessParams = RobustnessParams()
 
 
 @dataclass(frozen=True, config=_FROZEN)
@@ -245,6 +293,7 @@ def _check_cross_references(p: Params, source: str) -> None:
         fail(f"analysis.seed = {p.analysis.seed}: must be one of seeds {list(p.seeds)}")
     if p.analysis.cka.batch_size > p.analysis.cka.images:
         fail("analysis.cka.batch_size must not exceed analysis.cka.images")
+    _check_robustness(p, source)
     if p.distill is not None:
         d = p.distill
         if d.student not in p.models:
@@ -255,6 +304,77 @@ def _check_cross_references(p: Params, source: str) -> None:
             fail(f"distill.student = '{d.student}' has arch '{p.models[d.student].arch}'; it needs arch 'deit'")
         if d.kind != "none" and d.teacher not in p.baselines:
             fail(f"distill.teacher = '{d.teacher}' must be one of baselines {list(p.baselines)}")
+
+
+def vit_patch_grids(p: Params) -> dict[str, int]:
+    """``model name -> cells per side of its patch grid`` for the study's ViT-family models (arch vit or deit)."""
+    from study.models import VIT_DEFAULTS  # imported here, as in _check_arch
+
+    side = INPUT_SHAPES[p.data.dataset][0]
+    patches = {name: m.arch_args.get("patch_size", VIT_DEFAULTS["patch_size"]) for name, m in p.models.items()
+               if m.arch in ("vit", "deit") and name in p.trained_models}
+    return {name: side // patch for name, patch in patches.items() if isinstance(patch, int) and patch > 0}
+
+
+def occlusion_grid(p: Params) -> int:
+    """The occlusion grid: ``analysis.robustness.occlusion.grid``, or when none is given the patch grid of the
+    study's ViT-family models (validation makes sure there is one)."""
+    grid = p.analysis.robustness.occlusion.grid
+    return grid if grid is not None else next(iter(vit_patch_grids(p).values()))
+
+
+def rearrangement_grids(p: Params) -> tuple[int, ...]:
+    """The shuffle grids: ``analysis.robustness.rearrangement.grids``, or when none are given every grid whose
+    cells are at least 2 px wide and divide the image, with the study's ViT patch grids."""
+    grids = p.analysis.robustness.rearrangement.grids
+    if grids is not None:
+        return tuple(grids)
+    side = INPUT_SHAPES[p.data.dataset][0]
+    return tuple(sorted({g for g in range(2, side // 2 + 1) if side % g == 0} | set(vit_patch_grids(p).values())))
+
+
+def _check_robustness(p: Params, source: str) -> None:
+    """The probes' settings, by the probe library's own checks (study.analysis.probe_settings) on this dataset's
+    image size: a grid that does not divide the image, a share outside [0, 1], an unknown corruption or one the
+    image is too small for, a severity outside 0-5, a shift of the whole image; then a repeated level, and an
+    occlusion grid or a set of shuffle grids without the ViT's patch grid."""
+    from study.analysis.probe_settings import check_probe_settings
+
+    r, side = p.analysis.robustness, INPUT_SHAPES[p.data.dataset][0]
+    key = "analysis.robustness"
+    grids = vit_patch_grids(p)
+    if r.occlusion.grid is None and not grids:
+        raise StudyError(f"{source}: {key}.occlusion.grid: no ViT-family model (arch vit or deit) whose patch grid "
+                         "it would default to; set the grid (cells per side)")
+    sections = {
+        "occlusion": dict(grids=[occlusion_grid(p)], shares=r.occlusion.shares),
+        "rearrangement": dict(grids=rearrangement_grids(p)),
+        "translation": dict(shifts=r.translation.shifts),
+        "corruptions": dict(corruptions=r.corruptions.names, severities=r.corruptions.severities),
+    }
+    for section, settings in sections.items():
+        try:
+            check_probe_settings(side, **{"grids": (), "shares": (), "corruptions": (), "severities": (), **settings})
+        except StudyError as err:
+            raise StudyError(f"{source}: {key}.{section}: {str(err).removeprefix('robustness: ')}") from None
+        for name, values in settings.items():
+            dupes = sorted({v for v in values if list(values).count(v) > 1})
+            if dupes:
+                raise StudyError(f"{source}: {key}.{section}.{_LEVEL_KEYS[name]} = {list(values)}: duplicate "
+                                 f"value(s) {dupes}; list each once")
+    for name, grid in grids.items():
+        patch = side // grid
+        if occlusion_grid(p) not in grids.values():
+            raise StudyError(f"{source}: {key}.occlusion.grid = {r.occlusion.grid}: model '{name}' cuts the "
+                             f"{side}-px images into a {grid}x{grid} grid of {patch}-px patches; set {grid}, so that "
+                             "dropped cells are its tokens (and the offset grid straddles them)")
+        if grid not in rearrangement_grids(p):
+            raise StudyError(f"{source}: {key}.rearrangement.grids = {list(rearrangement_grids(p))}: add {grid}, the "
+                             f"{grid}x{grid} grid of model '{name}''s {patch}-px patches")
+
+
+_LEVEL_KEYS = {"grids": "grids", "shares": "shares", "shifts": "shifts", "corruptions": "names",
+               "severities": "severities"}
 
 
 def _check_arch(arch: str, where: str) -> None:

@@ -74,6 +74,8 @@ def write_params(folder: Path, **sections) -> Path:
     raw["train"]["checkpoint_every"] = 5
     for key, value in sections.items():
         raw[key] = {**raw[key], **value} if isinstance(value, dict) else value
+    if raw["data"]["dataset"] != SMOKE["data"]["dataset"]:
+        del raw["analysis"]["robustness"]  # the preset's grids fit 8-px digits; the defaults fit any image size
     path = folder / "params.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from study.analysis.figure_style import (DOUBLE_COLUMN_IN, SINGLE_COLUMN_IN, model_colour, paper_style,
-                                         require_columns, short_count)
+from study.analysis.figure_style import (DOUBLE_COLUMN_IN, SINGLE_COLUMN_IN, contrast_markers, model_colour, paper_style,
+                                         require_columns, short_count, training_images_axis)
 
 
 def data_efficiency_figure(runs: pd.DataFrame, confidence: float) -> Figure:
@@ -72,15 +72,9 @@ def gaps_figure(gaps: pd.DataFrame) -> Figure:
             for low, high, width in (("gap_ci_low", "gap_ci_high", 0.8), ("adj_ci_low", "adj_ci_high", 2.2)):
                 ax.vlines(x, 100 * g[low], 100 * g[high], color=colour, linewidth=width, alpha=0.6)
             ax.plot(x, y, color=colour, linewidth=1)
-            claimed = (g["significant"] & g["inference"]).to_numpy(bool)
-            ax.scatter(x[claimed], y[claimed], s=16, color=colour, zorder=3)
-            ax.scatter(x[~claimed], y[~claimed], s=16, facecolors="white", edgecolors=[colour], zorder=3)
-            ax.axhline(0, color="0.3", linewidth=0.8)
-            ax.set_xscale("log")
-            ax.minorticks_off()
-            ax.set_xticks(x, [short_count(int(n)) for n in x])
+            contrast_markers(ax, x, y, (g["significant"] & g["inference"]).to_numpy(bool), colour, 16)
+            training_images_axis(ax, x)
             ax.set_title(comparison)
-            ax.set_xlabel("Training images")
         axes[0].set_ylabel("Top-1 gap (points)")
         fig.canvas.draw()
     return fig

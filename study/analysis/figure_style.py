@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 import matplotlib
+import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
@@ -90,6 +91,22 @@ def save_figure(fig: Figure, stem: str | Path, data: pd.DataFrame) -> list[Path]
     with atomic_path(csv) as tmp:
         data.to_csv(tmp, index=False)
     return paths
+
+
+def contrast_markers(ax, x: np.ndarray, y: np.ndarray, claimed: np.ndarray, colour, size: float) -> None:
+    """A contrast's points: filled where a difference is claimed (its adjusted interval excludes zero, from >= 3
+    seeds), open where none is; and the zero line they are read against."""
+    ax.scatter(x[claimed], y[claimed], s=size, color=colour, zorder=3)
+    ax.scatter(x[~claimed], y[~claimed], s=size, facecolors="white", edgecolors=[colour], zorder=3)
+    ax.axhline(0, color="0.3", linewidth=0.8)
+
+
+def training_images_axis(ax, sizes) -> None:
+    """A log axis of training-set sizes, ticked at the study's sizes (1.2k, 57k)."""
+    ax.set_xscale("log")
+    ax.minorticks_off()
+    ax.set_xticks(sizes, [short_count(int(n)) for n in sizes])
+    ax.set_xlabel("Training images")
 
 
 def percent_label(share: float) -> str:

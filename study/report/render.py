@@ -2,7 +2,7 @@
 
 The one renderer: it reads the tables the analysis stages wrote (``reports/tables``) and those the report
 stage derived from the runs (the setup tables), asks each topic module for its sentences (accuracy,
-distillation, representations, attention, limitations) and lays out the sections. Every number and every
+distillation, representations, attention, robustness, limitations) and lays out the sections. Every number and every
 sentence is generated from those files and the parameters; nothing is typed in by hand, and nothing is
 computed here beyond choosing rows. Re-running the pipeline rewrites the report.
 """
@@ -20,6 +20,7 @@ from study.report.distillation import distillation_sentences
 from study.report.format import percent
 from study.report.limitations import analysis_limitations, limitations
 from study.report.representations import cka_findings
+from study.report.robustness import headline_table, read_robustness, robustness_findings
 from study.report.tables import markdown_table, read_table
 
 QUESTION = (
@@ -73,6 +74,7 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
                     if teacher is not None and agreement is not None else [])
     mechanisms = [*cka_findings(to_full, across, reference=max(runs["fraction"])),
                   *attention_findings(layers, read_table(attention / "attention_contrasts.csv"))]
+    robustness = read_robustness(tables_dir / "robustness")  # None for a study run before the stage existed
     limits = [*limitations(dataset=setup["dataset"], seeds=setup["seeds"], convention=setup["convention"],
                            min_steps=setup["min_steps"], runs=runs, selection=setup["selection"]),
               *analysis_limitations(to_full, across, read_table(attention / "attention_heads.csv"))]
@@ -91,7 +93,10 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
     ]
     if distillation:
         lines += ["### Distillation", "", *_bullets(distillation), ""]
-    lines += ["### Representations and attention", "", *_bullets(mechanisms), "",
+    lines += ["### Representations and attention", "", *_bullets(mechanisms), ""]
+    if robustness is not None:
+        lines += ["### Where the ViT wins", "", *_bullets(robustness_findings(robustness)), ""]
+    lines += [
         "## Setup", "",
         f"- Dataset: **{setup['dataset']}**; validation split {percent(setup['val_fraction'])} of the training set "
         f"(stratified); the test set is used only for the final numbers.",
@@ -127,6 +132,8 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
                   markdown_table(agreement), ""]
     lines += _representations_section(fig, report_dir, to_full)
     lines += _attention_section(fig, report_dir, layers)
+    if robustness is not None:
+        lines += _robustness_section(fig, report_dir, robustness)
     lines += ["## Limitations", "", *_bullets(limits), "", *_provenance_section(prov)]
     return "\n".join(lines)
 
@@ -158,6 +165,30 @@ def _attention_section(fig, report_dir: Path, layers: pd.DataFrame | None) -> li
                                          "uniform_distance", "uniform_entropy"]], 2), ""]
     for png in sorted(fig("attention").glob("attention_maps_*.png")):
         lines += [_figure(png, report_dir, png.stem.replace("_", " ")), ""]
+    return lines
+
+
+def _robustness_section(fig, report_dir: Path, tables: dict) -> list[str]:
+    lines = ["## Robustness probes", "",
+             "Top-1 at the headline conditions, mean and t-interval over seeds (%):", "",
+             headline_table(tables["headline"]), ""]
+    for stem, caption in (
+            ("occlusion", "Top-1 against the share of grid cells set to black: the ViT's patch grid (solid) and the "
+                          "same grid offset by half a cell (dashed); bands: t-intervals over seeds."),
+            ("rearrangement", "Top-1 when the cells of a grid are permuted per image (patch shuffle)."),
+            ("translation", "Top-1 against a shift with zero fill along x (solid), y (dashed) and the diagonal (dotted)."),
+            ("corruption_errors", "Each corruption's error relative to the reference CNN (summed over severities; "
+                                  "1: as robust, below 1: more robust); bars: t-intervals over seeds."),
+            ("contrasts", "Top-1 differences from the reference CNN at the headline conditions against training "
+                          "images; bars: Holm-adjusted intervals, filled where they exclude 0.")):
+        lines += [_figure(fig("robustness", f"{stem}.png"), report_dir, caption), ""]
+    mce = tables["mce"]
+    if mce is not None and not mce.empty:
+        lines += ["Mean corruption error against the reference CNN of the same fraction and seed (1: as robust); "
+                  "`adj_*`: Holm-adjusted across fractions:", "",
+                  markdown_table(mce[["model", "measure", "train_images", "seeds", "mean", "ci_low", "ci_high",
+                                      "adj_ci_low", "adj_ci_high", "significant"]], 3), ""]
+    lines += ["Every condition's means, contrasts, trends and flips: `reports/tables/robustness/` (CSV and LaTeX).", ""]
     return lines
 
 

@@ -24,7 +24,7 @@ from study.analysis.probes.corruptions import CORRUPTIONS, MNIST_C, SEEDED, SEVE
 from study.analysis.probes.grid import (cell_map, cell_permutations, half_cell_offset, hidden_count, occlusion,
                                         permute_cells, rearrangement)
 from study.analysis.probes.scores import corruption_errors, mce
-from study.analysis.probes.settings import check_probe_settings
+from study.analysis.probe_settings import check_probe_settings
 from study.analysis.probes.shift import prediction_change, translation
 from study.analysis.probes.streams import ImageStreams
 

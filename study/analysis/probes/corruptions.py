@@ -18,16 +18,16 @@ describes what each corruption does at each severity.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 
 from torch import Tensor
 
+from study.analysis.probe_settings import (CORRUPTION_NAMES, MIN_IMAGE_SIZE, check_corruption,  # noqa: F401
+                                          check_image_size, check_severity)
 from study.analysis.probes import corrupt_pixels as pixels
 from study.analysis.probes import corrupt_spatial as spatial
 from study.analysis.probes.pixels import check_images, from_unit, to_unit
 from study.analysis.probes.streams import ImageStreams, check_seed
-from study.errors import StudyError
 
 # A corruption maps float32 (N, C, H, W) in [0, 1], a severity in 1..5 and the images' random streams to
 # corrupted float images (clamped by the caller).
@@ -61,22 +61,6 @@ SEEDED: frozenset[str] = frozenset({
     "shot_noise", "impulse_noise", "glass_blur", "motion_blur", "shear", "rotate", "translate", "fog",
     "spatter", "dotted_line", "zigzag", "gaussian_noise"})
 SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)  # 0 is also accepted: the clean image
-
-
-def check_corruption(name: str) -> None:
-    """A one-line StudyError listing the valid names unless ``name`` is a known corruption."""
-    if name not in CORRUPTIONS:
-        raise StudyError(f"unknown corruption {name!r}; choose from {', '.join(CORRUPTIONS)}")
-
-
-def check_severity(severity: int) -> int:
-    """``severity`` as an int in 0..5, or a one-line StudyError."""
-    if isinstance(severity, bool) or not isinstance(severity, numbers.Integral) or not 0 <= severity <= 5:
-        raise StudyError(f"corruption severity {severity!r} is out of range; use integers 1 to 5 "
-                         "(0 is the clean image)")
-    return int(severity)
-
-
 def corrupt(images: Tensor, name: str, severity: int, seed: int, start: int = 0) -> Tensor:
     """Apply corruption ``name`` at ``severity`` (0–5) to ``images``.
 
@@ -90,6 +74,7 @@ def corrupt(images: Tensor, name: str, severity: int, seed: int, start: int = 0)
     severity = check_severity(severity)
     check_seed(seed)
     check_images(images, f"corruption {name}")
+    check_image_size(name, images.shape[1], images.shape[2])
     if severity == 0 or images.shape[0] == 0:
         return images.clone()
     x = to_unit(images)  # (N, H, W, C) -> float32 (N, C, H, W) in [0, 1]

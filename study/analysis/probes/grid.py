@@ -25,6 +25,7 @@ import numbers
 import torch
 from torch import Tensor
 
+from study.analysis.probe_settings import check_grid, check_share, divisors  # noqa: F401 (re-exported)
 from study.analysis.probes.pixels import check_images
 from study.analysis.probes.streams import ImageStreams
 from study.errors import StudyError
@@ -32,30 +33,6 @@ from study.errors import StudyError
 # ⌊share·cells⌋ computed in floating point: 0.29·100 is 28.999999999999996. The tolerance rounds such
 # products up to the integer they denote; no real share is within 1e-9 of an integer count below it.
 _FLOOR_TOLERANCE = 1e-9
-
-
-def divisors(n: int) -> list[int]:
-    """The grid sizes that tile an ``n``-pixel side exactly."""
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def check_grid(height: int, width: int, grid: int, probe: str) -> tuple[int, int]:
-    """The cell size ``(cell_h, cell_w)`` of a ``grid``×``grid`` grid, or a one-line StudyError."""
-    if isinstance(grid, bool) or not isinstance(grid, numbers.Integral) or grid < 1:
-        raise StudyError(f"{probe}: grid {grid!r} must be a positive integer (cells per side)")
-    if height % grid or width % grid:
-        raise StudyError(f"{probe}: a {grid}x{grid} grid does not divide the {height}x{width} image; choose "
-                         f"a grid that divides {math.gcd(height, width)}: "
-                         f"{', '.join(map(str, divisors(math.gcd(height, width))))}")
-    return height // grid, width // grid
-
-
-def check_share(share: float, probe: str = "occlusion") -> float:
-    """``share`` as a float in [0, 1], or a one-line StudyError."""
-    if isinstance(share, bool) or not isinstance(share, numbers.Real) or not 0.0 <= share <= 1.0:
-        raise StudyError(f"{probe}: share {share!r} is outside [0, 1]; give the fraction of cells to hide, "
-                         "e.g. 0.5")
-    return float(share)
 
 
 def hidden_count(share: float, cells: int) -> int:
