@@ -3,6 +3,12 @@
 A run is: build the model, take ``budget.steps`` optimiser steps over fixed-size batches of its training
 subset, score the validation split now and then (history), checkpoint regularly so a killed run resumes
 exactly, and finally score the test set once with the final weights (no test-set model selection).
+
+A distilled run also reports how often the teacher's label of a training view differs from the true label
+(:class:`study.train.losses.DistillationLoss` counts it): in history.csv as the share so far at each validation
+point (a column only distilled runs have, so every other run's files stay as they were), and in metrics.json
+over the whole run. Without augmentation, a teacher that fits its training images gives a share of 0, and hard
+distillation then adds nothing to the true labels.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from study.train.batches import DeviceSplit, channel_stats
 from study.train.budget import Budget
 from study.train.convergence import convergence
 from study.train.evaluate import evaluate
+from study.train.losses import DistillationLoss
 from study.train.resume import load_resume, save_resume
 from study.train.spec import RunSpec
 from study.train.step import Recipe, TrainStep
@@ -92,8 +99,11 @@ def train_run(
     optimizer, autocast = train_step.optimizer, train_step.autocast
     eval_every = math.ceil(budget.steps / _HISTORY_POINTS)
 
-    state = load_resume(paths.resume, fingerprint, model, optimizer, device)
+    distilled = loss_fn if isinstance(loss_fn, DistillationLoss) else None  # counts the teacher's labels
+    state = load_resume(paths.resume, fingerprint, model, optimizer, device, teacher_views=distilled is not None)
     step, history = state["step"], state["history"]
+    if distilled is not None:
+        distilled.restore_teacher_views(*state["teacher_views"])
     loss_sum = torch.tensor(state["loss_sum"], device=device)
     loss_steps, train_seconds = state["loss_steps"], state["train_seconds"]
     if step:
@@ -115,7 +125,8 @@ def train_run(
             _check_finite(loss_sum, step, label)
             train_seconds += _sync_elapsed(tic, device)
             val = evaluate(model, val_split, mean, std, eval_batch_size, channels_last, autocast)
-            history.append(_history_row(step, budget, float(loss_sum) / loss_steps, val, optimizer, train_seconds))
+            history.append(_history_row(step, budget, float(loss_sum) / loss_steps, val, optimizer, train_seconds,
+                                        _teacher_views(distilled)))
             loss_sum.zero_()
             loss_steps = 0
             progress.set_postfix(val_top1=f"{val['top1']:.3f}")
@@ -123,7 +134,8 @@ def train_run(
         if step % checkpoint_every == 0 and step < budget.steps:
             _check_finite(loss_sum, step, label)
             train_seconds += _sync_elapsed(tic, device)
-            save_resume(paths.resume, fingerprint, model, optimizer, step, history, loss_sum, loss_steps, train_seconds)
+            save_resume(paths.resume, fingerprint, model, optimizer, step, history, loss_sum, loss_steps, train_seconds,
+                        _teacher_views(distilled))
             tic = time.perf_counter()
     progress.close()
 
@@ -142,10 +154,14 @@ def train_run(
     metrics["train_scored_images"] = len(scored)
     metrics["augment"] = augmentation.as_dict()
     metrics["convergence"] = convergence(history)
+    views = _teacher_views(distilled)
+    if views is not None:
+        metrics["teacher_views_seen"], metrics["teacher_views_disagreeing"] = views
+        metrics["teacher_view_disagreement"] = round(_share(views), 6)
     write_json(paths.metrics, metrics)
     # The resume state now equals the final model; keeping it would let a rerun with the same settings
     # skip training, but DVC reruns a stage only when something changed, so it is dropped to save space.
-    save_resume(paths.resume, "complete", None, None, step, history, loss_sum, 0, train_seconds)
+    save_resume(paths.resume, "complete", None, None, step, history, loss_sum, 0, train_seconds, views)
     return metrics
 
 
@@ -162,8 +178,18 @@ def _check_finite(loss_sum: torch.Tensor, step: int, label: str) -> None:
         )
 
 
-def _history_row(step, budget: Budget, train_loss, val, optimizer, train_seconds) -> dict:
-    return {
+def _teacher_views(distilled: DistillationLoss | None) -> tuple[int, int] | None:
+    """A distilled run's (views labelled, views the teacher labels differently from the truth); one device sync."""
+    return None if distilled is None else distilled.teacher_views()
+
+
+def _share(views: tuple[int, int]) -> float:
+    seen, disagreeing = views
+    return disagreeing / seen if seen else math.nan
+
+
+def _history_row(step, budget: Budget, train_loss, val, optimizer, train_seconds, teacher_views=None) -> dict:
+    row = {
         "step": step,
         "epoch": round(step * budget.batch_size / budget.train_images, 4),
         "images_seen": step * budget.batch_size,
@@ -171,8 +197,11 @@ def _history_row(step, budget: Budget, train_loss, val, optimizer, train_seconds
         "val_loss": round(val["loss"], 6),
         "val_top1": round(val["top1"], 6),
         "lr": optimizer.param_groups[0]["lr"],
-        "train_seconds": round(train_seconds, 3),
     }
+    if teacher_views is not None:  # distilled runs only; the share of all views so far, ending at metrics.json's
+        row["teacher_view_disagreement"] = round(_share(teacher_views), 6)
+    row["train_seconds"] = round(train_seconds, 3)  # the wall clock stays the last column
+    return row
 
 
 def _metrics(spec: RunSpec, budget: Budget, test, history, train_seconds, device, precision: str, compiled: bool) -> dict:

@@ -18,7 +18,11 @@ def run_fingerprint(**parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def save_resume(path, fingerprint, model, optimizer, step, history, loss_sum, loss_steps, train_seconds) -> None:
+def save_resume(path, fingerprint, model, optimizer, step, history, loss_sum, loss_steps, train_seconds,
+                teacher_views: tuple[int, int] | None = None) -> None:
+    """Write the state after ``step``; ``teacher_views``, a distilled run's ``(views labelled, views the teacher
+    labels differently from the truth)`` (study.train.losses.DistillationLoss), is stored only when given, so
+    every other run's state holds what it always held."""
     state = {
         "fingerprint": fingerprint,
         "step": step,
@@ -28,6 +32,8 @@ def save_resume(path, fingerprint, model, optimizer, step, history, loss_sum, lo
         "train_seconds": train_seconds,
         "torch_rng": torch.get_rng_state(),
     }
+    if teacher_views is not None:
+        state["teacher_views"] = [int(n) for n in teacher_views]
     if model is not None:
         state["model"] = model.state_dict()
         state["optimizer"] = optimizer.state_dict()
@@ -38,12 +44,17 @@ def save_resume(path, fingerprint, model, optimizer, step, history, loss_sum, lo
 _RESUME_FIELDS = {"step": int, "history": list, "loss_sum": float, "loss_steps": int, "train_seconds": float}
 
 
-def load_resume(path: Path, fingerprint: str, model, optimizer, device) -> dict:
+def load_resume(path: Path, fingerprint: str, model, optimizer, device, teacher_views: bool = False) -> dict:
     """The state saved at ``path`` by a run with the same ``fingerprint``, restored into ``model``,
     ``optimizer`` and torch's RNG; otherwise a fresh start. A damaged or malformed file is discarded with a
     message, never trusted: it is read with ``weights_only`` (no code runs) after a CRC check, and a state
-    that does not fit the model leaves the model and optimizer as they were."""
+    that does not fit the model leaves the model and optimizer as they were.
+
+    ``teacher_views``: the run is distilled, so its state must hold the teacher's view counts (a state written
+    before they were kept is discarded: resuming from it would count only the views after the resume)."""
     fresh = {"step": 0, "history": [], "loss_sum": 0.0, "loss_steps": 0, "train_seconds": 0.0}
+    if teacher_views:
+        fresh["teacher_views"] = [0, 0]
     if not path.is_file():
         return fresh
     try:
@@ -53,6 +64,9 @@ def load_resume(path: Path, fingerprint: str, model, optimizer, device) -> dict:
     if not isinstance(state, dict) or state.get("fingerprint") != fingerprint or "model" not in state:
         return fresh  # another run's state, or a finished one's: nothing to resume
     wrong = [k for k, kind in _RESUME_FIELDS.items() if not isinstance(state.get(k), kind)]
+    counts = state.get("teacher_views")
+    if teacher_views and not (isinstance(counts, list) and len(counts) == 2 and all(type(n) is int for n in counts)):
+        wrong.append("teacher_views")
     if wrong:
         return _discard_resume(path, f"missing or mistyped {', '.join(wrong)}", fresh)
     model_before = {k: v.clone() for k, v in model.state_dict().items()}
