@@ -101,6 +101,18 @@ class BudgetParams:
 
 
 @dataclass(frozen=True, config=_FROZEN)
+class BudgetCheckParams:
+    """The budget check (stage ``budget_check``): the runs of ``fractions`` (every trained model, every seed)
+    trained again with ``factor`` times the budget (``budget.epochs`` and ``budget.min_steps`` scaled; the cosine
+    schedule spans the longer run), and each model x fraction called *converged* only where the Holm-adjusted
+    interval of the paired test top-1 change lies within +-``tolerance`` (study.analysis.budget_check)."""
+
+    fractions: tuple[StrictFloat, ...] = Field(min_length=1)  # each one of the study's fractions
+    factor: StrictFloat = Field(default=2.0, gt=1.0)  # budget multiplier of the longer runs
+    tolerance: StrictFloat = Field(default=0.01, gt=0.0, lt=1.0)  # top-1 change (a share) still called converged
+
+
+@dataclass(frozen=True, config=_FROZEN)
 class TrainParams:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     compile: StrictBool = False
@@ -216,6 +228,7 @@ class Params:
     train: TrainParams = TrainParams()
     analysis: AnalysisParams = AnalysisParams()
     engine: EngineParams = EngineParams()  # optional: only `study run` reads it
+    budget_check: BudgetCheckParams | None = None  # optional: none = no budget check
 
     @property
     def trained_models(self) -> tuple[str, ...]:
@@ -243,6 +256,8 @@ def parse_params(raw: Any, source: str = "params") -> Params:
     if not isinstance(raw, dict):
         raise StudyError(f"{source}: expected a mapping of sections at the top level")
     _check_fraction_spelling(raw, source)
+    _check_fraction_spelling(raw.get("budget_check") if isinstance(raw.get("budget_check"), dict) else {}, source,
+                             "budget_check.fractions")
     try:
         params = TypeAdapter(Params).validate_python(raw)
     except ValidationError as err:
@@ -263,12 +278,12 @@ def _first_error(err: ValidationError, source: str) -> str:
     return f"{source}: {key} = {value}: {first['msg']}"
 
 
-def _check_fraction_spelling(raw: dict, source: str) -> None:
+def _check_fraction_spelling(raw: dict, source: str, key: str = "fractions") -> None:
     # DVC renders `${item.fraction}` from the YAML text, so `1` would name a folder "f1" while the
     # code would write "f1.0". Requiring a decimal point keeps both spellings identical.
     for i, value in enumerate(raw.get("fractions") or []):
         if isinstance(value, int) and not isinstance(value, bool):
-            raise StudyError(f"{source}: fractions[{i}] = {value}: write fractions as decimals, e.g. {value}.0")
+            raise StudyError(f"{source}: {key}[{i}] = {value}: write fractions as decimals, e.g. {value}.0")
 
 
 def _check_cross_references(p: Params, source: str) -> None:
@@ -294,6 +309,7 @@ def _check_cross_references(p: Params, source: str) -> None:
     if p.analysis.cka.batch_size > p.analysis.cka.images:
         fail("analysis.cka.batch_size must not exceed analysis.cka.images")
     _check_robustness(p, source)
+    _check_budget_check(p, source)
     if p.distill is not None:
         d = p.distill
         if d.student not in p.models:
@@ -304,6 +320,20 @@ def _check_cross_references(p: Params, source: str) -> None:
             fail(f"distill.student = '{d.student}' has arch '{p.models[d.student].arch}'; it needs arch 'deit'")
         if d.kind != "none" and d.teacher not in p.baselines:
             fail(f"distill.teacher = '{d.teacher}' must be one of baselines {list(p.baselines)}")
+
+
+def _check_budget_check(p: Params, source: str) -> None:
+    """The checked fractions are fractions the study trains, each listed once."""
+    if p.budget_check is None:
+        return
+    listed = list(p.budget_check.fractions)
+    for i, f in enumerate(listed):
+        if f not in p.fractions:
+            raise StudyError(f"{source}: budget_check.fractions[{i}] = {f}: not one of fractions {list(p.fractions)}; "
+                             "check only fractions the study trains")
+    dupes = sorted({f for f in listed if listed.count(f) > 1})
+    if dupes:
+        raise StudyError(f"{source}: budget_check.fractions = {listed}: duplicate value(s) {dupes}; list each once")
 
 
 def vit_patch_grids(p: Params) -> dict[str, int]:

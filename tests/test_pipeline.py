@@ -13,6 +13,7 @@ FIGURES = {
     "curves": ["data_efficiency", "gaps"],
     "cka": ["cka_within", "cka_across", "cka_to_full"],
     "attention": ["attention_distance", "attention_maps_vit_class_first", "attention_maps_deit_distillation_last"],
+    "budget_check": ["budget_check"],
 }
 
 
@@ -24,7 +25,8 @@ def test_repro_writes_every_output(smoke_study):
                 assert (reports / "figures" / folder / f"{stem}{suffix}").stat().st_size > 0, (folder, stem, suffix)
     for table in ["curves/data_efficiency", "curves/gaps", "curves/power_law", "curves/crossings", "curves/gap_trends",
                   "distillation/teacher", "distillation/agreement", "distillation/agreement_gaps", "cka/cka_to_full",
-                  "attention/attention_distance", "setup/models", "setup/budgets", "setup/deit_heads"]:
+                  "attention/attention_distance", "setup/models", "setup/budgets", "setup/deit_heads",
+                  "budget_check/budget_check", "budget_check/runs"]:
         assert (reports / "tables" / f"{table}.csv").is_file()
         assert "\\toprule" in (reports / "tables" / f"{table}.tex").read_text()
     report = (reports / "report.md").read_text()
@@ -79,8 +81,9 @@ def test_second_repro_runs_nothing_and_one_lr_change_reruns_only_that_model(smok
                    if line and not line.startswith((" ", "\t"))}
     finally:
         params_path.write_text(original)
-    # The vit runs, and the report, whose setup section prints every model's recipe.
-    expected = {f"train@vit-{f}-{s}" for f in raw["fractions"] for s in raw["seeds"]} | {"report"}
+    # The vit runs, its longer runs of the budget check, and the report, whose setup section prints every recipe.
+    expected = ({f"train@vit-{f}-{s}" for f in raw["fractions"] for s in raw["seeds"]} | {"report"}
+                | {f"train_2x@vit-{f}-{s}" for f in raw["budget_check"]["fractions"] for s in raw["seeds"]})
     assert changed == expected
 
 
@@ -112,3 +115,16 @@ def test_runs_record_convergence_train_accuracy_and_predictions(smoke_study):
     assert predictions.shape == (3, test_size)  # the averaged heads, then the class and distillation heads
     history = pd.read_csv(run / "history.csv")
     assert len(history) == 4 and history["step"].iloc[-1] == metrics["budget"]["steps"]
+
+
+def test_the_budget_check_pairs_every_checked_run_with_its_longer_run(smoke_study):
+    params = yaml.safe_load((smoke_study / "params.yaml").read_text())
+    check = params["budget_check"]
+    pairs = pd.read_csv(smoke_study / "reports" / "tables" / "budget_check" / "runs.csv")
+    assert len(pairs) == len(check["fractions"]) * len(params["seeds"]) * 3
+    assert set(pairs["fraction"]) == set(check["fractions"]) and (pairs["factor"] == check["factor"]).all()
+    assert (abs(pairs["steps_2x"] - 2 * pairs["steps_1x"]) <= 1).all()
+    student = json.loads((smoke_study / "runs_2x" / "deit" / f"f{check['fractions'][0]}_s0" / "metrics.json").read_text())
+    assert student["budget_factor"] == check["factor"] and student["distill"]["teacher"] == "resnet"
+    cells = pd.read_csv(smoke_study / "reports" / "tables" / "budget_check" / "budget_check.csv")
+    assert set(cells["verdict"]) <= {"converged", "budget-bound", "undetermined"} and (cells["seeds"] == 3).all()

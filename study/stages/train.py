@@ -4,7 +4,8 @@ This is where params meet the training library: it checks the request against pa
 for a distilled student the loss around the teacher trained on the same fraction and seed), plans the budget,
 fingerprints everything that determines the run (so a stale resume state is ignored) and calls
 :func:`study.train.loop.train_run`. ``study levers`` calls :func:`run` too, so a trial is exactly a run
-of the pipeline.
+of the pipeline. ``--budget-factor`` scales the budget for the budget check's longer runs (stages ``train_2x``
+and ``distill_2x``); such a run records the factor in its spec and metrics.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ import argparse
 from pathlib import Path
 
 from study import runtime
-from study.config import Params
+from study.config import BudgetParams, Params
 from study.data.prepared import read_prepared, sha256
 from study.data.subsets import read_subset
 from study.errors import StudyError
 from study.models import build_model, is_transformer
 from study.models.cost import count_parameters, forward_flops
 from study.stages import configured
-from study.train.budget import plan_budget
+from study.train.budget import Budget, plan_budget
 from study.train.loop import RunPaths, train_run
 from study.train.resume import run_fingerprint
 from study.train.step import resolved_precision
@@ -43,22 +44,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--history", type=Path, required=True, help="history.csv")
     parser.add_argument("--resume", type=Path, required=True, help="resume state, kept across kills")
     parser.add_argument("--predictions", type=Path, required=True, help="predictions.npy: test-set argmax per head")
+    parser.add_argument("--budget-factor", type=float, default=1.0,
+                        help="train this many times the budget (budget.epochs and budget.min_steps; the budget "
+                        "check's longer runs); default 1")
 
 
 def main(args: argparse.Namespace) -> str:
     return run(configured(args.params), args.model, args.fraction, args.seed, args.prepared, args.subset,
                args.validation, args.teacher, args.checkpoint, args.metrics, args.history, args.resume,
-               args.predictions)
+               args.predictions, args.budget_factor)
 
 
 def run(params: Params, model_name: str, fraction: float, seed: int, prepared: Path, subset: Path,
         validation: Path, teacher: Path | None, checkpoint: Path, metrics: Path, history: Path, resume: Path,
-        predictions: Path) -> str:
-    """Train ``model_name`` of ``params`` on ``subset`` (indices into ``prepared``), writing the run's files."""
+        predictions: Path, budget_factor: float = 1.0) -> str:
+    """Train ``model_name`` of ``params`` on ``subset`` (indices into ``prepared``), writing the run's files;
+    ``budget_factor`` times the study's budget (:func:`scaled_budget`)."""
     if model_name not in params.trained_models:
         raise StudyError(f"--model {model_name}: not a trained model of this study ({list(params.trained_models)})")
     if fraction not in params.fractions or seed not in params.seeds:
         raise StudyError(f"--fraction {fraction} --seed {seed}: not in params fractions/seeds")
+    if not budget_factor > 0:
+        raise StudyError(f"--budget-factor {budget_factor}: must be positive (1 = the study's budget)")
     recipe_params = params.models[model_name]
     device = runtime.pick_device(params.train.device)
     runtime.seed_everything(seed)
@@ -66,15 +73,14 @@ def run(params: Params, model_name: str, fraction: float, seed: int, prepared: P
     data = read_prepared(prepared)
     train_idx, val_idx = read_subset(subset), read_subset(validation)
     full_images = len(data.train_labels) - len(val_idx)
-    b = params.budget
-    budget = plan_budget(len(train_idx), full_images, b.batch_size, b.epochs, b.convention, b.min_steps)
+    budget = scaled_budget(params.budget, len(train_idx), full_images, budget_factor)
 
     model = build_model(recipe_params.arch, data.num_classes, data.image_size, data.in_chans, **recipe_params.arch_args)
     spec = RunSpec(
         model_name=model_name, arch=recipe_params.arch, arch_args=dict(recipe_params.arch_args),
         num_classes=data.num_classes, image_size=data.image_size, in_chans=data.in_chans,
         fraction=fraction, seed=seed, params=count_parameters(model),
-        forward_flops=forward_flops(model, data.image_size, data.in_chans),
+        forward_flops=forward_flops(model, data.image_size, data.in_chans), budget_factor=budget_factor,
     )
     loss_fn = LabelLoss(recipe_params.label_smoothing)
     distill = params.distill if params.distill and model_name == params.distill.student else None
@@ -104,13 +110,22 @@ def run(params: Params, model_name: str, fraction: float, seed: int, prepared: P
         checkpoint_every=params.train.checkpoint_every, fingerprint=fingerprint,
         paths=RunPaths(checkpoint=checkpoint, metrics=metrics, history=history, resume=resume, predictions=predictions,
                        initial=checkpoint.with_name("init.pt")),
-        label=f"{model_name} f={fraction} s={seed}",
+        label=f"{model_name} f={fraction} s={seed}" + (f" x{budget_factor:g}" if budget_factor != 1.0 else ""),
     )
     heads = ""
     if "test_top1_cls" in metrics_out:
         heads = f" (cls {metrics_out['test_top1_cls']:.4f}, dist {metrics_out['test_top1_dist']:.4f})"
+    scaled = f" (budget x{budget_factor:g})" if budget_factor != 1.0 else ""
     return (
-        f"train: {model_name} fraction {fraction} seed {seed}: test top-1 {metrics_out['test_top1']:.4f}{heads} "
+        f"train: {model_name} fraction {fraction} seed {seed}{scaled}: test top-1 {metrics_out['test_top1']:.4f}{heads} "
         f"after {budget.steps} steps x {budget.batch_size} ({budget.epochs:.1f} epochs of {budget.train_images} images) "
         f"in {metrics_out['train_seconds']:.0f}s, {metrics_out['throughput_images_per_s']:.0f} img/s on {metrics_out['device']}"
     )
+
+
+def scaled_budget(b: BudgetParams, train_images: int, full_images: int, factor: float = 1.0) -> Budget:
+    """The budget rule (:func:`study.train.budget.plan_budget`) with ``budget.epochs`` and ``budget.min_steps`` times
+    ``factor``: at 2, twice the steps of the study's run (to the rounding up of a step), the schedule's shape
+    unchanged. ``min_steps`` is rounded to the nearest step; at factor 1 both are the study's own values."""
+    epochs, min_steps = (b.epochs, b.min_steps) if factor == 1.0 else (b.epochs * factor, round(b.min_steps * factor))
+    return plan_budget(train_images, full_images, b.batch_size, epochs, b.convention, min_steps)

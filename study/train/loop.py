@@ -233,6 +233,8 @@ def _metrics(spec: RunSpec, budget: Budget, test, history, train_seconds, device
         metrics["test_top1_dist"] = round(test["top1_dist"], 6)
     if spec.distill is not None:
         metrics["distill"] = spec.as_dict()["distill"]
+    if spec.budget_factor != 1.0:  # the budget check's longer runs; left out at 1, so other runs' files are unchanged
+        metrics["budget_factor"] = spec.budget_factor
     return metrics
 
 

@@ -3,7 +3,8 @@
 It is the contract between ``study train`` and the analyses, so it is typed here once. ``model.pt`` stores it as
 plain data (``{"spec": RunSpec.as_dict(), "state_dict": ...}``), never as a pickled class, so a checkpoint loads
 with ``torch.load(weights_only=True)`` and stays readable without this package; the dict's key order is the one
-runs have always written, so equal weights still give byte-identical files.
+runs have always written, so equal weights still give byte-identical files. Entries added later are left out at
+their default (``budget_factor`` 1: a run of the study's own budget), so such a run's file is the one it always was.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class RunSpec:
     teacher_forward_flops: int | None = None
     mean: tuple[float, ...] = field(default=())  # per-channel training-set statistics on the 0-1 scale
     std: tuple[float, ...] = field(default=())
+    # The study's budget (budget.epochs and budget.min_steps) times this; > 1 for the budget check's longer runs.
+    budget_factor: float = 1.0
 
     def with_normalisation(self, mean: list[float], std: list[float]) -> RunSpec:
         return replace(self, mean=tuple(mean), std=tuple(std))
@@ -55,6 +58,8 @@ class RunSpec:
             if f.name in ("distill", "teacher_forward_flops") and value is None:
                 continue
             if f.name in ("mean", "std") and not value:
+                continue
+            if f.name == "budget_factor" and value == 1.0:
                 continue
             if isinstance(value, DistillSpec):
                 value = {g.name: getattr(value, g.name) for g in fields(value)}
