@@ -29,6 +29,20 @@ def sha256(path: Path) -> str:
 # --- formatting ------------------------------------------------------------------------------------------
 
 
+def test_each_preset_report_has_a_title_naming_its_study():
+    from study.config import load_params
+    from study.report.render import report_title
+    from study.stages.report import setup_facts
+
+    presets = [ROOT / "params.yaml", *sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")]
+    titles = {path.name: report_title(setup_facts(load_params(path))) for path in presets}
+    assert len(set(titles.values())) == len(titles), titles
+    assert titles["params.yaml"] == ("When does a Vision Transformer beat a CNN? Fashion-MNIST, 1%–100% of the "
+                                     "training set, 2 epochs of each fraction's data, at least 150 steps")
+    assert titles["mechanisms.yaml"].endswith("Fashion-MNIST, 0.5%–10% of the training set, 30 epochs of each "
+                                              "fraction's data, at least 400 steps")
+
+
 def test_set_fractions_print_exactly_and_never_as_zero():
     assert [percent(f) for f in (0.005, 0.01, 0.03, 0.05, 0.1, 0.29, 1.0)] == \
         ["0.5%", "1%", "3%", "5%", "10%", "29%", "100%"]

@@ -87,7 +87,7 @@ def setup_facts(params: Params) -> dict:
     return {
         "dataset": params.data.dataset, "val_fraction": params.data.val_fraction,
         "fractions": list(params.fractions), "seeds": list(params.seeds), "batch_size": params.budget.batch_size,
-        "convention": params.budget.convention, "min_steps": params.budget.min_steps,
+        "convention": params.budget.convention, "epochs": params.budget.epochs, "min_steps": params.budget.min_steps,
         "selection": {name: dict(m.selected_on_validation) for name, m in params.models.items()},
         "distill": dataclasses.asdict(d) if d else None,
         "recipes": yaml.safe_dump({"models": {k: _plain(v) for k, v in params.models.items()},
