@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from study.analysis.inference import MIN_SEEDS, holm_intervals, slope_interval, t_interval
+from study.analysis.inference import MIN_SEEDS, equivalence_bound, holm_intervals, slope_interval, t_interval
 from study.analysis.probes import corruption_errors, mce
 from study.analysis.robustness_scoring import (ALIGNED, CLEAN, CORRUPTION, OCCLUSION, REARRANGEMENT, SHUFFLE,
                                                TRANSLATION)
@@ -127,14 +127,13 @@ def contrasts(table: pd.DataFrame, pairs: list[tuple[str, str]], metric: str, co
             for (fraction, d), adj in zip(groups, adjusted):
                 mean, _, half = t_interval(d.to_numpy(), confidence)
                 inference = d.size >= MIN_SEEDS
-                open_ = inference and not adj.significant and np.isfinite(adj.low)
                 rows.append({
                     "comparison": f"{a} - {b}", "metric": metric, **dict(zip(KEYS, key)), "fraction": fraction,
                     "train_images": int(sizes[fraction]), "seeds": d.size, "diff_mean": mean,
                     "ci_low": mean - half, "ci_high": mean + half, "adj_ci_low": adj.low, "adj_ci_high": adj.high,
                     "adj_confidence": adj.confidence, "p": adj.p, "p_holm": adj.p_holm,
                     "significant": bool(adj.significant), "inference": inference,
-                    "equivalence_bound": max(abs(adj.low), abs(adj.high)) if open_ else np.nan,
+                    "equivalence_bound": equivalence_bound(adj.low, adj.high, adj.significant, d.size),
                     "under_trained": int(flags[a].loc[d.index].sum() + flags[b].loc[d.index].sum()),
                     "step_bound": int(bound[a].loc[d.index].sum() + bound[b].loc[d.index].sum()),
                 })
@@ -259,13 +258,12 @@ def mce_tables(table: pd.DataFrame, baseline: str, confidence: float) -> tuple[p
             for (fraction, d), adj in zip(groups, adjusted):
                 mean, low, high = _interval(d[measure].to_numpy(float), confidence)
                 inference = len(d) >= MIN_SEEDS
-                open_ = inference and not adj.significant and np.isfinite(adj.low)
                 rows.append({"model": model, "baseline": baseline, "measure": measure, "fraction": fraction,
                              "train_images": int(sizes[fraction]), "seeds": len(d), "mean": mean, "ci_low": low,
                              "ci_high": high, "adj_ci_low": 1.0 + adj.low, "adj_ci_high": 1.0 + adj.high,
                              "adj_confidence": adj.confidence, "p_holm": adj.p_holm,
                              "significant": bool(adj.significant), "inference": inference,
-                             "equivalence_bound": max(abs(adj.low), abs(adj.high)) if open_ else np.nan})
+                             "equivalence_bound": equivalence_bound(adj.low, adj.high, adj.significant, len(d))})
     per_corruption = corruption_errors(errors, baseline, by)
     ce_rows = []
     for (model, fraction, corruption), g in per_corruption.groupby(["model", "fraction", "corruption"], sort=True):
