@@ -439,9 +439,9 @@ def test_report_words_a_win_only_where_the_adjusted_interval_excludes_zero():
                          contrast_row(1.0, 57000, 0.01, -0.03, 0.05, False, **trend)])
     sentence, = headline_contrast_sentences(rows)
     assert sentence == ("vit − resnet, 50% occluded: at 570 images vit ahead by 12.0 points (Holm-adjusted CI +5.0 to "
-                        "+19.0); at 57,000 images no detectable difference (+1.0 points, Holm-adjusted CI -3.0 to +5.0: "
-                        "at most 5.0 points either way); the contrast changes by -3.0 points per tenfold data (CI -5.0 "
-                        "to -1.0, 2 fractions without step-bound runs).")
+                        "+19.0); at 57,000 images no detectable difference (+1.0 points, Holm-adjusted CI -3.0 to +5.0; "
+                        "differences beyond ±5.0 points excluded); the contrast changes by -3.0 points per tenfold "
+                        "data (CI -5.0 to -1.0, 2 fractions without step-bound runs).")
     behind = contrast_row(1.0, 57000, -0.2, -0.3, -0.1, True) | {"probe": "translation", "variant": "x", "level": 2.0}
     sentence, = win_sentences(pd.DataFrame([*rows.to_dict("records"), behind]), "top-1")
     assert "vit is detectably ahead in 1 of 3 probed cells (condition × fraction), resnet in 1, and 1 show no " \

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from study.report.accuracy import (convergence_sentences, crossing_sentences, fit_sentences, gap_sentences, ranking,
-                                   seeds_statement, trend_sentences)
-from study.report.attention import attention_findings
+from study.report.accuracy import (convergence_sentences, crossing_sentences, fit_sentences, gap_sentences,
+                                   power_law_sentences, ranking, seeds_statement, trend_sentences)
+from study.report.attention import attention_findings, model_contrast_sentences
 from study.report.distillation import distillation_sentences
-from study.report.format import percent
+from study.report.format import confidence_levels, percent
 from study.report.limitations import analysis_limitations, limitations
 from study.report.representations import cka_findings
 from study.report.robustness import headline_table, read_robustness, robustness_findings
@@ -85,12 +85,13 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
     compute, heads = pd.read_csv(setup_dir / "compute.csv"), pd.read_csv(setup_dir / "deit_heads.csv")
 
     accuracy = [*seeds_statement(summary), *ranking(summary), *gap_sentences(gaps), *crossing_sentences(crossings),
-                *trend_sentences(trends)]
+                *trend_sentences(trends), *power_law_sentences(fits)]
     distillation = (distillation_sentences(teacher, agreement,
                                            agreement_gaps if agreement_gaps is not None else pd.DataFrame())
                     if teacher is not None and agreement is not None else [])
     mechanisms = [*cka_findings(to_full, across, reference=max(runs["fraction"])),
-                  *attention_findings(layers, read_table(attention / "attention_contrasts.csv"))]
+                  *attention_findings(layers, read_table(attention / "attention_contrasts.csv")),
+                  *model_contrast_sentences(read_table(attention / "attention_model_contrasts.csv"))]
     robustness = read_robustness(tables_dir / "robustness")  # None for a study run before the stage existed
     limits = [*limitations(dataset=setup["dataset"], seeds=setup["seeds"], convention=setup["convention"],
                            min_steps=setup["min_steps"], runs=runs, selection=setup["selection"]),
@@ -104,6 +105,7 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
         "",
         "## Question", "", QUESTION, "",
         "## Findings", "",
+        confidence_levels(setup["confidence"]), "",
         "### Accuracy against training-set size", "", *_bullets(accuracy), "",
         "### Convergence", "",
         *_bullets([*convergence_sentences(runs), *fit_sentences(pd.read_csv(setup_dir / "training_fit.csv"))]), "",
@@ -139,7 +141,7 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
         "Gap trends per tenfold more training data:", "", markdown_table(trends), "",
         "Power-law fits, error ≈ a·n^(−b) + c, runs that are not step-bound; bootstrap intervals over seeds:", "",
         markdown_table(fits[["model", "a", "b", "b_ci_low", "b_ci_high", "c", "c_ci_low", "c_ci_high", "c_on_bound",
-                        "rmse", "runs_used", "runs_step_bound"]]), "",
+                        "identified", "rmse", "runs_used", "runs_step_bound"]]), "",
     ]
     if not heads.empty:
         lines += ["Distilled ViT, each head alone and their average (DeiT Table 3):", "", markdown_table(heads), ""]
@@ -157,16 +159,27 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
 
 def _representations_section(fig, report_dir: Path, to_full: pd.DataFrame | None) -> list[str]:
     lines = ["## Representations (CKA)", ""]
-    for stem, caption in (("cka_within", "Linear CKA between layers within each model (full data, analysis seed)."),
-                          ("cka_across", "Linear CKA between layers of different models (full data, analysis seed)."),
-                          ("cka_to_full", "Per-layer CKA to a full-data model of another seed; dashed: the cross-seed "
-                                          "ceiling (full data vs full data, another seed).")):
-        lines += [_figure(fig("cka", f"{stem}.png"), report_dir, caption), ""]
+    captions = (
+        ("cka_within", "Linear CKA between layers within each model (full data, analysis seed); colours span the "
+                       "data's range."),
+        ("cka_across", "Linear CKA between layers of different models (full data, analysis seed); colours span the "
+                       "data's range."),
+        ("cka_to_full", "Per-layer CKA to the reference-fraction model of another seed; dashed: the cross-seed "
+                        "ceiling (reference fraction vs reference fraction, another seed); dotted: the same comparison "
+                        "between two random initialisations (chance)."),
+        ("cka_across_depth", "CKA between models at matched relative depth; dashed: each model's cross-seed ceiling; "
+                             "dotted: the two models at initialisation (chance); hatched: input embeddings, left out "
+                             "of depth means."))
+    for stem, caption in captions:
+        if fig("cka", f"{stem}.png").exists():
+            lines += [_figure(fig("cka", f"{stem}.png"), report_dir, caption), ""]
     if to_full is not None and not to_full.empty:
-        lines += ["CKA to a full-data model of another seed, mean over relative depth, beside the cross-seed ceiling; "
-                  "gap = ceiling − CKA, paired by seed, Holm-adjusted:", "",
+        lines += ["CKA to the reference-fraction model of another seed, mean over relative depth past the input "
+                  "embedding, beside the cross-seed ceiling and the chance level (initial weights); gap = ceiling − "
+                  "CKA, paired by seed, Holm-adjusted:", "",
                   markdown_table(to_full[["model", "fraction", "seeds", "mean_cka", "ci_low", "ci_high", "ceiling_mean",
-                                          "gap_to_ceiling_mean", "gap_ci_low", "gap_ci_high", "gap_significant"]], 3), ""]
+                                          "chance_mean", "gap_to_ceiling_mean", "gap_ci_low", "gap_ci_high",
+                                          "gap_significant"]], 3), ""]
     return lines
 
 
@@ -178,8 +191,8 @@ def _attention_section(fig, report_dir: Path, layers: pd.DataFrame | None) -> li
         lines += ["Per layer: the most local head (mean over seeds of each seed's smallest head distance, px), heads "
                   "below 0.75× the uniform distance, and mean attention entropy (nats), trained and at initialisation:", "",
                   markdown_table(layers[["model", "state", "fraction", "layer", "seeds", "most_local_distance",
-                                         "most_local_ci_low", "most_local_ci_high", "local_heads", "mean_entropy",
-                                         "uniform_distance", "uniform_entropy"]], 2), ""]
+                                         "most_local_ci_low", "most_local_ci_high", "mean_distance", "local_heads",
+                                         "mean_entropy", "uniform_distance", "uniform_entropy"]], 2), ""]
     for png in sorted(fig("attention").glob("attention_maps_*.png")):
         lines += [_figure(png, report_dir, png.stem.replace("_", " ")), ""]
     return lines

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pandas as pd
 
 from study.analysis.inference import MIN_SEEDS
-from study.report.format import images, interval, no_inference, percent, plural, share
+from study.report.format import images, interval, no_detectable, no_inference, percent, plural, share
 from study.report.tables import markdown_table, read_table
 
 TABLES = ("probe_set", "headline", "headline_contrasts", "contrasts_accuracy", "contrasts_retained", "consistency",
@@ -72,8 +72,7 @@ def _clause(r, a: str, b: str, scale: float = 100.0, unit: str = " points") -> s
     if r.significant:
         winner = a if r.diff_mean > 0 else b
         return f"{winner} ahead by {scale * abs(r.diff_mean):.1f}{unit} ({ci})"
-    return (f"no detectable difference ({mean}, {ci}: at most {scale * r.equivalence_bound:.1f}{unit} "
-            "either way)")
+    return no_detectable("difference", mean, ci, r.equivalence_bound, 1, scale=scale, unit=unit)
 
 
 def setup_sentence(probe_set: pd.DataFrame, accuracy: pd.DataFrame) -> str:
