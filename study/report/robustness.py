@@ -128,7 +128,7 @@ def headline_contrast_sentences(contrasts: pd.DataFrame) -> list[str]:
             change = "no trend with data can be fitted (fewer than 2 fractions without step-bound runs)"
         else:
             value = f"{trend['slope_per_decade']:+.1f} points per tenfold data"
-            ci = interval(trend["slope_ci_low"], trend["slope_ci_high"], 1, signed=True)
+            ci = interval(trend["slope_ci_low"], trend["slope_ci_high"], 1, signed=True, label="Holm-adjusted CI")
             used = f"{plural(int(trend['fractions_used']), 'fraction')} without step-bound runs"
             if not g["inference"].all():
                 change = f"trend {value} (descriptive, {used})"
