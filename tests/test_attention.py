@@ -246,8 +246,11 @@ def test_attention_figures_render_and_save(tmp_path, generator):
 # Attention entropy
 # ---------------------------------------------------------------------------------------------------
 
+from scipy import stats  # noqa: E402
+
 from study.analysis import attention_study as A  # noqa: E402
 from study.analysis.attention import mean_attention_entropy, uniform_attention_entropy  # noqa: E402
+from study.report.attention import attention_findings, model_contrast_sentences  # noqa: E402
 
 
 def test_entropy_of_uniform_attention_is_log_n_even_with_class_token_weight():
@@ -322,6 +325,100 @@ def test_contrasts_pair_by_seed_and_claim_only_clear_changes():
     assert not bool(smallest["significant"]) and smallest["ci_low"] < 0 < smallest["ci_high"]
     assert smallest["versus_fraction"] == 0.1 and init["seeds"] == 3
     assert init["confidence"] > 0.95  # Holm over the model's two contrasts
+
+
+def test_a_null_contrast_gets_the_larger_end_of_its_interval_as_equivalence_bound():
+    nan = float("nan")
+    distances = {}
+    for seed, noise in zip((0, 1, 2), (0.1, -0.1, 0.05)):
+        distances["vit", A.INIT, nan, seed, 0] = [13.8 + noise, 14.2]
+        distances["vit", A.TRAINED, 0.1, seed, 0] = [6.0 + noise / 2, 14.0]
+        distances["vit", A.TRAINED, 1.0, seed, 0] = [6.0 - noise / 2, 14.0]
+    table = A.contrasts(A.layer_statistics(heads_frame(distances)), 0.95).set_index("versus")
+    init, smallest = table.loc["init"], table.loc["smallest"]
+    assert np.isnan(init["equivalence_bound"])  # detected: no bound
+    # per seed: -noise = (-0.1, 0.1, -0.05); the second of two Holm steps tests at α, so the raw 95% interval.
+    half = stats.t.ppf(0.975, 2) * np.std([-0.1, 0.1, -0.05], ddof=1) / np.sqrt(3)
+    assert smallest["equivalence_bound"] == pytest.approx(half + 0.05 / 3)  # |lower end| = half − mean
+
+
+def test_layer_table_gives_the_head_mean_an_interval_over_seeds():
+    heads = heads_frame({("vit", A.TRAINED, 1.0, 0, 0): [4.0, 12.0], ("vit", A.TRAINED, 1.0, 1, 0): [6.0, 12.0],
+                         ("vit", A.TRAINED, 1.0, 2, 0): [5.0, 13.0]})
+    row = A.layer_table(A.layer_statistics(heads), 0.95).iloc[0]
+    half = stats.t.ppf(0.975, 2) * np.std([8.0, 9.0, 9.0], ddof=1) / np.sqrt(3)  # head means 8, 9, 9
+    assert row["mean_distance"] == pytest.approx(26 / 3)
+    assert (row["mean_distance_ci_low"], row["mean_distance_ci_high"]) == pytest.approx((26 / 3 - half, 26 / 3 + half))
+
+
+def two_model_layers(local_gain: float) -> pd.DataFrame:
+    """vit and deit (4 heads) at init, 10% and full data, 3 seeds: the same at init and 10%; at full data deit's
+    most local head is ``local_gain`` px closer than vit's and its other heads as far, so the head mean moves by
+    ``local_gain / 4``. Per-seed noise differs between the models."""
+    nan = float("nan")
+    distances = {}
+    for seed, (e_vit, e_deit) in enumerate([(0.1, -0.1), (-0.1, 0.05), (0.05, 0.1)]):
+        for model, e in (("vit", e_vit), ("deit", e_deit)):
+            gain = local_gain if model == "deit" else 0.0
+            distances[model, A.INIT, nan, seed, 0] = [13.8 + e, 14.0, 14.1, 14.2]
+            distances[model, A.TRAINED, 0.1, seed, 0] = [10.0 + e, 13.0, 14.0, 14.0]
+            distances[model, A.TRAINED, 1.0, seed, 0] = [9.0 - gain + e, 13.0, 14.0, 14.0]
+    return A.layer_statistics(heads_frame(distances))
+
+
+def test_model_contrasts_compare_two_models_directly_paired_by_seed():
+    table = A.model_contrasts(two_model_layers(3.0), [("deit", "vit")], 0.95)
+    assert list(table.columns) == A.MODEL_CONTRAST_COLUMNS and len(table) == 2 * 3  # 2 measures × (init, 2 fractions)
+    local = table[table["measure"] == "most local head"].set_index("fraction", drop=False)
+    full, smallest = local.loc[1.0], local.loc[0.1]
+    diffs = np.array([-3.0 - 0.1 - 0.1, -3.0 + 0.05 + 0.1, -3.0 + 0.1 - 0.05])  # deit − vit per seed
+    assert full["difference"] == pytest.approx(diffs.mean()) and full["significant"]
+    assert full["adj_confidence"] == pytest.approx(1 - 0.05 / 3) and np.isnan(full["equivalence_bound"])
+    # At init and at 10% the difference is the noise alone, (-0.2, 0.15, 0.05): after the full-data contrast is
+    # rejected at α/3, Holm's next step (α/2) does not reject, and the rest keep that level, 97.5%.
+    noise = np.array([-0.2, 0.15, 0.05])
+    half = stats.t.ppf(1 - 0.025 / 2, 2) * noise.std(ddof=1) / np.sqrt(3)
+    assert not smallest["significant"] and smallest["adj_confidence"] == pytest.approx(0.975)
+    assert (smallest["adj_ci_low"], smallest["adj_ci_high"]) == pytest.approx((-half, half))  # mean 0
+    assert smallest["equivalence_bound"] == pytest.approx(half)
+    init = local[local["state"] == A.INIT].iloc[0]
+    assert np.isnan(init["fraction"]) and init["seeds"] == 3  # init rows pair by seed despite their NaN fraction
+    spread = table[(table["measure"] == "head mean") & (table["fraction"] == 1.0)].iloc[0]
+    assert spread["difference"] == pytest.approx(diffs.mean() / 4)
+
+
+def test_model_contrast_sentences_claim_the_direct_difference_and_bound_the_null():
+    nan = float("nan")
+    row = {"comparison": "deit - vit", "layer": 0, "seeds": 3, "inference": True, "ci_low": nan, "ci_high": nan,
+           "p_holm": nan}
+    rows = [
+        {**row, "measure": "most local head", "state": "init", "fraction": nan, "difference": 0.01, "adj_ci_low": -0.2,
+         "adj_ci_high": 0.22, "adj_confidence": 0.975, "significant": False, "equivalence_bound": 0.22},
+        {**row, "measure": "most local head", "state": "trained", "fraction": 1.0, "difference": -3.0,
+         "adj_ci_low": -3.4, "adj_ci_high": -2.6, "adj_confidence": 1 - 0.05 / 3, "significant": True,
+         "equivalence_bound": nan},
+        {**row, "measure": "head mean", "state": "trained", "fraction": 1.0, "difference": -0.1, "adj_ci_low": -0.55,
+         "adj_ci_high": 0.35, "adj_confidence": 0.95, "significant": False, "equivalence_bound": 0.55},
+    ]
+    sentence, = model_contrast_sentences(pd.DataFrame(rows))
+    assert sentence == (
+        "deit − vit, first block, mean attention distance paired by seed (negative: deit more local; intervals "
+        "Holm-adjusted across the 1 contrast of each measure: every layer and fraction, and initialisation) — most "
+        "local head: at initialisation no detectable difference (+0.01 px, Holm-adjusted 97.5% CI -0.20 to +0.22 px; "
+        "differences beyond ±0.22 px excluded), at full data deit is 3.00 px closer (more local) (Holm-adjusted 98.3% "
+        "CI -3.40 to -2.60 px); head mean: at full data no detectable difference (-0.10 px, Holm-adjusted 95.0% CI "
+        "-0.55 to +0.35 px; differences beyond ±0.55 px excluded).")
+    few = pd.DataFrame(rows).assign(seeds=2, inference=False)
+    text, = model_contrast_sentences(few)
+    assert "closer" not in text and "no detectable" not in text and "with 2 seeds no difference is inferred" in text
+
+
+def test_attention_findings_put_the_head_mean_beside_the_most_local_head():
+    layers = A.layer_table(two_model_layers(3.0), 0.95)
+    text = " ".join(attention_findings(layers, A.contrasts(two_model_layers(3.0), 0.95)))
+    deit_full = layers[(layers["model"] == "deit") & (layers["fraction"] == 1.0)].iloc[0]
+    assert f"the mean over its heads is {layers.iloc[0]['mean_distance']:.2f} px (CI" in text
+    assert f"{deit_full['mean_distance']:.2f} px (CI {deit_full['mean_distance_ci_low']:.2f} to " in text
 
 
 def test_a_run_keeps_the_weights_it_started_from(tmp_path, monkeypatch):

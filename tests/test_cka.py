@@ -299,10 +299,12 @@ def test_no_nan_for_smallest_valid_batch(rng):
 
 def test_cka_figures_render_and_save(tmp_path, rng):
     labels = [f"block{i}" for i in range(5)]
-    matrix = rng.uniform(size=(5, 5))
+    matrix = rng.uniform(0.62, 0.9, size=(5, 5))
+    np.fill_diagonal(matrix, 1.0)  # within one model: every layer with itself
     fig = cka_heatmap(matrix, labels, labels, "within ViT", "ViT", "ViT")
     image = fig.axes[0].images[0]
-    assert image.origin == "lower" and image.get_clim() == (0.0, 1.0)
+    # The colour scale spans the data, rounded outward to 0.05, not [0, 1].
+    assert image.origin == "lower" and image.get_clim() == (0.6, 1.0)
     panels = [
         CKAPanel(matrix, labels, labels, "within ViT", "ViT", "ViT"),
         CKAPanel(rng.uniform(size=(5, 3)), labels, labels[:3], "ViT vs ResNet", "ViT", "ResNet"),
@@ -398,6 +400,8 @@ def test_to_full_compares_with_another_seeds_full_model_not_the_same_seed(rng):
     merged = to_full.merge(ceiling, on=["model", "seed", "reference_seed", "layer"], suffixes=("", "_ceiling"))
     np.testing.assert_allclose(merged["cka"], merged["cka_ceiling"], atol=1e-9)
     assert to_full["cka"].max() < 0.99
+    # Without initial weights there is no chance level and no CKA to the initialisation.
+    assert result["chance"].empty and result["init_matrices"] == {} and to_full["to_init"].isna().all()
     assert sorted(to_full["relative_depth"].unique()) == [0.0, 0.5, 1.0]
     # Within-model panels per seed: the diagonal is 1; across panels are the full-data pair of that seed.
     for seed, blocks in result["matrices"].items():

@@ -13,8 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study.analysis.curves import crossings, gap_trends, paired_gaps, power_law_table, summarise
-from study.analysis.inference import holm_intervals, slope_interval, t_test_p
+from scipy import stats
+
+from study.analysis.curves import crossings, gap_trends, paired_gaps, power_law_table, summarise, too_wide
+from study.analysis.inference import equivalence_bound, holm_intervals, slope_interval, t_test_p
 from study.analysis.setup import training_fit
 from study.report import accuracy as F
 from study.report.limitations import limitations
@@ -87,6 +89,31 @@ def test_a_real_gap_is_claimed_and_a_noise_gap_is_not():
     assert "a beats b by 5.0 points" in " ".join(F.gap_sentences(real))
 
 
+def test_the_equivalence_bound_is_the_larger_end_of_an_interval_that_includes_zero():
+    assert equivalence_bound(-0.02, 0.03, False, 3) == 0.03
+    assert equivalence_bound(-0.05, 0.01, False, 5) == 0.05
+    assert math.isnan(equivalence_bound(0.01, 0.03, True, 3))  # a detected difference has no bound
+    assert math.isnan(equivalence_bound(-0.02, 0.03, False, 2))  # too few seeds: nothing is inferred
+    assert math.isnan(equivalence_bound(float("nan"), float("nan"), False, 3))
+
+
+def test_paired_gaps_bound_only_the_gaps_they_do_not_detect():
+    real = paired_gaps(synthetic_runs(lambda f: 0.05 if f < 0.1 else 0.0, seeds=5, noise=0.005), [("a", "b")], 0.95)
+    hit, null = real[real["significant"]], real[~real["significant"]]
+    assert set(hit["fraction"]) == {0.01, 0.03} and hit["equivalence_bound"].isna().all()
+    expected = np.maximum(null["adj_ci_low"].abs(), null["adj_ci_high"].abs())
+    assert len(null) == 3 and np.allclose(null["equivalence_bound"], expected)
+
+
+def test_a_null_gap_sentence_says_which_differences_are_excluded():
+    row = {"comparison": "a - b", "fraction": 1.0, "train_images": 50000, "seeds": 3, "gap_mean": 0.005,
+           "adj_ci_low": -0.02, "adj_ci_high": 0.03, "significant": False, "inference": True,
+           "equivalence_bound": 0.03, "under_trained_a": 0, "under_trained_b": 0}
+    sentence, = F.gap_sentences(pd.DataFrame([row]))
+    assert sentence == ("a − b: at 50,000 images no detectable difference (+0.5 points, adjusted CI -2.0 to +3.0; "
+                        "differences beyond ±3.0 points excluded). Intervals are Holm-adjusted across the 1 fraction.")
+
+
 def test_two_seeds_give_descriptive_sentences_only():
     gaps = paired_gaps(synthetic_runs(lambda f: 0.05, seeds=2, noise=0.001), [("a", "b")], 0.95)
     assert not gaps["inference"].any()
@@ -152,6 +179,39 @@ def test_gap_trend_recovers_a_known_slope_per_decade():
     assert "no detectable trend" not in F.trend_sentences(trends.reset_index())[0].split(";")[0]
 
 
+def three_model_runs(slopes: dict[str, list[float]]) -> pd.DataFrame:
+    """Runs of ``b`` at 80% everywhere and of every other model at 80% + slope·log10(n / 500) points, one slope per
+    seed: each seed's fitted gap slope against ``b`` is exactly its slope."""
+    runs = []
+    for seed in range(3):
+        for fraction, n in SIZES.items():
+            for model, per_seed in {"b": [0.0] * 3, **slopes}.items():
+                top1 = 0.8 + per_seed[seed] * math.log10(n / 500) / 100
+                runs.append({"model": model, "fraction": fraction, "seed": seed, "train_images": n, "test_top1": top1,
+                             "step_bound": False, "under_trained": False})
+    return pd.DataFrame(runs)
+
+
+def test_gap_trends_are_holm_adjusted_across_the_comparisons_of_a_scale():
+    steep, flat = [2.0, 2.1, 1.9], [0.1, -0.2, 0.05]
+    runs = three_model_runs({"a": steep, "c": flat})
+    trends = gap_trends(runs, [("a", "b"), ("c", "b"), ("a", "c")], 0.95)
+    gap = trends[trends["scale"] == "gap (accuracy points)"].set_index("comparison")
+    # p-values: a − b smallest, a − c next, both rejected (levels α/3, α/2); c − b last, tested at α itself.
+    assert gap["adj_confidence"].to_dict() == pytest.approx({"a - b": 1 - 0.05 / 3, "c - b": 0.95, "a - c": 0.975})
+    assert gap.loc["a - b", "significant"] and gap.loc["a - c", "significant"] and not gap.loc["c - b", "significant"]
+    half = stats.t.ppf(0.975, 2) * np.std(flat, ddof=1) / np.sqrt(3)
+    assert gap.loc["c - b", "adj_ci_high"] == pytest.approx(np.mean(flat) + half)
+    assert gap.loc["c - b", "equivalence_bound"] == pytest.approx(half - np.mean(flat))  # the lower end is larger
+    assert gap.loc["a - b", "adj_ci_high"] - gap.loc["a - b", "adj_ci_low"] > \
+        gap.loc["a - b", "ci_high"] - gap.loc["a - b", "ci_low"]
+    text = " ".join(F.trend_sentences(trends))
+    assert (f"gap (accuracy points): no detectable trend (-0.0 points per tenfold data, Holm-adjusted 95.0% CI "
+            f"{np.mean(flat) - half:+.1f} to {np.mean(flat) + half:+.1f}; trends beyond ±{half - np.mean(flat):.1f} "
+            "points per tenfold data excluded)") in text
+    assert "Intervals are Holm-adjusted across the 3 comparisons of each scale." in text
+
+
 def test_slope_interval_of_a_flat_line_contains_zero():
     rng = np.random.default_rng(0)
     x = np.arange(5.0)
@@ -178,7 +238,32 @@ def test_power_law_flags_a_parameter_on_its_bound_and_brackets_the_exponent():
     fits = power_law_table(pure_power_law_runs(seeds=4), 0.95).iloc[0]
     assert fits["c_on_bound"]  # no irreducible error in the data: c pinned at 0
     assert fits["b_ci_low"] < fits["b"] < fits["b_ci_high"]
-    assert "sits on the fit's bound" in F.power_law_sentences(pd.DataFrame([fits]))[0]
+    assert not fits["identified"]
+    sentence, = F.power_law_sentences(pd.DataFrame([fits]))
+    assert sentence == ("b: no power law is quoted, as the data do not identify error ≈ a·n^(−b) + c: c sits on the "
+                        "fit's bound (c = 0.000).")
+
+
+def test_a_power_law_with_an_irreducible_error_is_identified_and_quoted():
+    runs = pure_power_law_runs(seeds=4)
+    rng = np.random.default_rng(1)
+    runs["test_error"] = (2.0 * runs["train_images"] ** -0.5 + 0.05) * np.exp(rng.normal(0, 0.005, len(runs)))
+    fits = power_law_table(runs, 0.95, bootstrap=50).iloc[0]
+    assert fits["identified"] and not fits[["a_on_bound", "b_on_bound", "c_on_bound"]].any()
+    assert fits["b"] == pytest.approx(0.5, abs=0.05) and fits["c"] == pytest.approx(0.05, abs=0.005)
+    sentence, = F.power_law_sentences(pd.DataFrame([fits]))
+    assert sentence.startswith(f"b: error ≈ {fits['a']:.3g}·n^(−{fits['b']:.2f}) + {fits['c']:.3f} (bootstrap CIs")
+
+
+def test_a_parameter_interval_too_wide_or_missing_leaves_the_fit_unidentified():
+    assert too_wide("b", 0.1, 2.7) and not too_wide("b", 0.1, 2.5)  # half of b's range 0..5
+    assert too_wide("c", 0.0, 0.6) and not too_wide("c", 0.0, 0.4)  # half of c's range 0..1
+    assert too_wide("a", 1.0, 11.0) and not too_wide("a", 1.0, 9.0) and too_wide("a", 0.0, 1.0)  # a factor of 10
+    assert too_wide("b", float("nan"), float("nan"))
+    one_seed = power_law_table(pure_power_law_runs(seeds=1), 0.95).iloc[0]  # no bootstrap over one seed
+    assert not one_seed["identified"] and one_seed[["a_too_wide", "b_too_wide", "c_too_wide"]].all()
+    assert "a has no bootstrap interval; b has no bootstrap interval" in F.power_law_sentences(
+        pd.DataFrame([one_seed]))[0]
 
 
 @pytest.mark.slow

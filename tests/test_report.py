@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from study import cli
-from study.report.format import interval, percent, plural, share
+from study.report.format import confidence_levels, interval, no_detectable, percent, plural, share
 from study.report.provenance import pipeline_code
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,6 +27,20 @@ def sha256(path: Path) -> str:
 
 
 # --- formatting ------------------------------------------------------------------------------------------
+
+
+def test_each_preset_report_has_a_title_naming_its_study():
+    from study.config import load_params
+    from study.report.render import report_title
+    from study.stages.report import setup_facts
+
+    presets = [ROOT / "params.yaml", *sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")]
+    titles = {path.name: report_title(setup_facts(load_params(path))) for path in presets}
+    assert len(set(titles.values())) == len(titles), titles
+    assert titles["params.yaml"] == ("When does a Vision Transformer beat a CNN? Fashion-MNIST, 1%–100% of the "
+                                     "training set, 2 epochs of each fraction's data, at least 150 steps")
+    assert titles["mechanisms.yaml"].endswith("Fashion-MNIST, 0.5%–10% of the training set, 30 epochs of each "
+                                              "fraction's data, at least 400 steps")
 
 
 def test_set_fractions_print_exactly_and_never_as_zero():
@@ -45,6 +59,36 @@ def test_intervals_and_counts():
     assert interval(-0.5, 1.25, 2, signed=True, unit=" px") == "CI -0.50 to +1.25 px"
     assert interval(float("nan"), 1.0, 2) == "no interval"
     assert (plural(1, "seed"), plural(3, "seed"), plural(0, "degree")) == ("1 seed", "3 seeds", "0 degrees")
+
+
+def test_a_null_result_states_the_differences_its_interval_excludes():
+    ci = interval(-0.02, 0.03, 1, scale=100, signed=True, label="adjusted CI")
+    assert no_detectable("difference", "+0.5 points", ci, 0.03, 1, scale=100, unit=" points") == \
+        "no detectable difference (+0.5 points, adjusted CI -2.0 to +3.0; differences beyond ±3.0 points excluded)"
+    assert no_detectable("difference", "-0.32 px", "CI -0.97 to +0.32 px", 0.97, 2, unit=" px",
+                         versus=" from initialisation") == \
+        "no detectable difference from initialisation (-0.32 px, CI -0.97 to +0.32 px; differences beyond ±0.97 px " \
+        "excluded)"
+    assert no_detectable("trend", "+0.1", "no interval", float("nan"), 1) == "no detectable trend (+0.1, no interval)"
+
+
+def test_the_confidence_levels_are_explained_with_holms_levels():
+    text = confidence_levels(0.95)
+    assert text.startswith("Intervals are 95% Student-t intervals over seeds")
+    assert "1 − α/(m − k + 1) with α = 5% (hence 97.5%, 98.3%, 98.8% …)" in text
+    assert "with α = 10% (hence 95.0%, 96.7%, 97.5% …)" in confidence_levels(0.9)
+
+
+def test_distillation_sentences_carry_the_equivalence_bound_of_a_null_agreement_gap():
+    from study.report.distillation import distillation_sentences
+
+    gap = {"comparison": "deit - vit", "fraction": 1.0, "train_images": 57000, "seeds": 3, "gap_mean": 0.005,
+           "adj_ci_low": -0.02, "adj_ci_high": 0.03, "significant": False, "inference": True,
+           "equivalence_bound": 0.03, "under_trained_a": 0, "under_trained_b": 0}
+    sentence, = distillation_sentences(pd.DataFrame(), pd.DataFrame(), pd.DataFrame([gap]))
+    assert sentence == ("Agreement with the teacher, deit − vit: at 57,000 images no detectable difference (+0.5 "
+                        "points, adjusted CI -2.0 to +3.0; differences beyond ±3.0 points excluded). Intervals are "
+                        "Holm-adjusted across the 1 fraction.")
 
 
 # --- the report stage on a committed study ---------------------------------------------------------------

@@ -246,6 +246,17 @@ def test_trend_slope_per_decade_of_training_images():
     flagged.loc[(flagged["fraction"] == 0.1) & (flagged["seed"] == 0), "step_bound"] = True
     row = R.contrast_trends(flagged, [("vit", "resnet")], "accuracy", 0.95).iloc[-1]
     assert row["fractions_used"] == 2 and row["slope_per_decade"] == pytest.approx(5.0)
+    # The Holm family is the comparisons at one condition: alone, its adjusted interval is the raw one; beside a
+    # second comparison with the same slopes (a copy of vit named deit) Holm tests the first at 97.5% (wider), then
+    # the second at 95%.
+    alone = trends[trends["probe"] == "occlusion"].iloc[0]
+    assert (alone["adj_ci_low"], alone["adj_ci_high"]) == pytest.approx((alone["ci_low"], alone["ci_high"]))
+    twin = pd.concat([table, table[table["model"] == "vit"].assign(model="deit")], ignore_index=True)
+    both = R.contrast_trends(twin, [("vit", "resnet"), ("deit", "resnet")], "accuracy", 0.95)
+    both = both[both["probe"] == "occlusion"]
+    assert sorted(both["adj_confidence"]) == pytest.approx([0.95, 0.975]) and both["significant"].all()
+    first = both[both["adj_confidence"] > 0.96].iloc[0]
+    assert first["adj_ci_high"] - first["adj_ci_low"] > alone["ci_high"] - alone["ci_low"]
 
 
 def test_fewer_than_three_seeds_infer_nothing():
@@ -439,9 +450,9 @@ def test_report_words_a_win_only_where_the_adjusted_interval_excludes_zero():
                          contrast_row(1.0, 57000, 0.01, -0.03, 0.05, False, **trend)])
     sentence, = headline_contrast_sentences(rows)
     assert sentence == ("vit − resnet, 50% occluded: at 570 images vit ahead by 12.0 points (Holm-adjusted CI +5.0 to "
-                        "+19.0); at 57,000 images no detectable difference (+1.0 points, Holm-adjusted CI -3.0 to +5.0: "
-                        "at most 5.0 points either way); the contrast changes by -3.0 points per tenfold data (CI -5.0 "
-                        "to -1.0, 2 fractions without step-bound runs).")
+                        "+19.0); at 57,000 images no detectable difference (+1.0 points, Holm-adjusted CI -3.0 to +5.0; "
+                        "differences beyond ±5.0 points excluded); the contrast changes by -3.0 points per tenfold "
+                        "data (Holm-adjusted CI -5.0 to -1.0, 2 fractions without step-bound runs).")
     behind = contrast_row(1.0, 57000, -0.2, -0.3, -0.1, True) | {"probe": "translation", "variant": "x", "level": 2.0}
     sentence, = win_sentences(pd.DataFrame([*rows.to_dict("records"), behind]), "top-1")
     assert "vit is detectably ahead in 1 of 3 probed cells (condition × fraction), resnet in 1, and 1 show no " \

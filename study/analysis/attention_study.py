@@ -10,6 +10,10 @@ already does, so that "local" is judged against it and not only against uniform 
   ``LOCAL_SHARE`` × the uniform-attention distance) and the mean entropy; intervals over seeds;
 - per layer, paired by seed, most-local-head distance at full data minus initialisation and minus the
   smallest fraction, Holm-adjusted over all of one model's contrasts;
+- per layer and fraction, paired by seed, one model's distance minus another's (e.g. the distilled ViT's minus
+  the ViT's), of the most local head and of the mean over heads: "more local in one model" is tested directly,
+  not read off one model's significant change beside the other's non-significant one;
+- where an adjusted interval includes 0, the equivalence bound (the largest difference it leaves possible);
 
 and for the full-data models, the per-head class-token attention of the first and last block plus
 attention rollout (Abnar & Zuidema 2020) on a few images, for both prefix tokens of the distilled ViT.
@@ -36,7 +40,7 @@ from study.analysis.attention import (
     uniform_attention_distance,
     uniform_attention_entropy,
 )
-from study.analysis.inference import holm_intervals, t_interval
+from study.analysis.inference import MIN_SEEDS, equivalence_bound, holm_intervals, t_interval
 from study.analysis.runs import normalised_images
 from study.models import attention_probs
 from study.train.spec import RunSpec
@@ -131,13 +135,15 @@ def head_table(heads: pd.DataFrame, confidence: float) -> pd.DataFrame:
 
 def layer_table(layers: pd.DataFrame, confidence: float) -> pd.DataFrame:
     """Per model, state, fraction and layer, over seeds: the most local head's distance (mean of each seed's
-    minimum over heads, t-interval), the number of local heads (mean), mean entropy (t-interval); and each
-    seed's most local head index, in seed order (heads do not correspond across seeds)."""
+    minimum over heads, t-interval), the mean distance over heads (t-interval), the number of local heads (mean),
+    mean entropy (t-interval); and each seed's most local head index, in seed order (heads do not correspond
+    across seeds)."""
     rows = []
     for (model, state, fraction, layer), g in layers.groupby(
             ["model", "state", "fraction", "layer"], dropna=False, sort=True):
         g = g.sort_values("seed")
         near, _, near_half = t_interval(g["most_local_distance"], confidence)
+        spread, _, spread_half = t_interval(g["mean_distance"], confidence)
         entropy, _, entropy_half = t_interval(g["mean_entropy"], confidence)
         rows.append({
             "model": model, "state": state, "fraction": fraction, "layer": layer, "seeds": len(g),
@@ -145,7 +151,8 @@ def layer_table(layers: pd.DataFrame, confidence: float) -> pd.DataFrame:
             "most_local_head": ",".join(str(int(h)) for h in g["most_local_head"]),
             "most_local_distance": near, "most_local_ci_low": near - near_half,
             "most_local_ci_high": near + near_half, "local_heads": g["local_heads"].mean(),
-            "mean_distance": g["mean_distance"].mean(), "mean_entropy": entropy,
+            "mean_distance": spread, "mean_distance_ci_low": spread - spread_half,
+            "mean_distance_ci_high": spread + spread_half, "mean_entropy": entropy,
             "entropy_ci_low": entropy - entropy_half, "entropy_ci_high": entropy + entropy_half,
             "uniform_distance": g["uniform_distance"].iloc[0], "local_threshold": g["local_threshold"].iloc[0],
             "uniform_entropy": g["uniform_entropy"].iloc[0], "confidence": confidence,
@@ -154,7 +161,7 @@ def layer_table(layers: pd.DataFrame, confidence: float) -> pd.DataFrame:
 
 
 CONTRAST_COLUMNS = ["model", "layer", "versus", "versus_fraction", "full_fraction", "seeds", "difference",
-                    "ci_low", "ci_high", "confidence", "p_holm", "significant"]
+                    "ci_low", "ci_high", "confidence", "p_holm", "significant", "equivalence_bound"]
 
 
 def contrasts(layers: pd.DataFrame, confidence: float) -> pd.DataFrame:
@@ -162,7 +169,8 @@ def contrasts(layers: pd.DataFrame, confidence: float) -> pd.DataFrame:
     fraction ("smallest"), per model and layer, paired by seed (the same seed's initial weights and subset).
 
     All of one model's contrasts form one family: the intervals are Holm-adjusted (``confidence`` is the
-    level each adjusted interval uses, ``significant`` whether it excludes 0). Negative = more local.
+    level each adjusted interval uses, ``significant`` whether it excludes 0, ``equivalence_bound`` the largest
+    difference it leaves possible where it includes 0). Negative = more local.
     """
     rows, samples = [], []
     for model, mine in layers.groupby("model", sort=True):
@@ -184,8 +192,56 @@ def contrasts(layers: pd.DataFrame, confidence: float) -> pd.DataFrame:
     adjusted = [a for family in samples for a in holm_intervals(family, confidence)]
     for row, a in zip(rows, adjusted):
         row.update(difference=a.mean, ci_low=a.low, ci_high=a.high, confidence=a.confidence, p_holm=a.p_holm,
-                   significant=a.significant)
+                   significant=a.significant,
+                   equivalence_bound=equivalence_bound(a.low, a.high, a.significant, row["seeds"]))
     return pd.DataFrame(rows, columns=CONTRAST_COLUMNS)
+
+
+# What a model contrast compares per layer: the most local head (each seed's minimum over heads) and the mean over
+# heads, so that a claim about one extreme head stands beside the layer as a whole.
+DISTANCE_MEASURES = {"most local head": "most_local_distance", "head mean": "mean_distance"}
+MODEL_CONTRAST_COLUMNS = ["comparison", "measure", "state", "fraction", "layer", "seeds", "difference", "ci_low",
+                          "ci_high", "adj_ci_low", "adj_ci_high", "adj_confidence", "p_holm", "significant",
+                          "inference", "equivalence_bound"]
+
+
+def paired_layers(layers: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """Rows of :func:`layer_statistics` of models ``a`` and ``b`` side by side (suffixes ``_a``, ``_b``), one per
+    state, fraction, layer and seed that both have: the same seed draws the same subset, and at initialisation
+    each architecture's own weights for that seed. pandas matches the init rows' NaN fractions to each other."""
+    keys = ["state", "fraction", "layer", "seed"]
+    columns = [*keys, *DISTANCE_MEASURES.values()]
+    return layers.loc[layers["model"] == a, columns].merge(layers.loc[layers["model"] == b, columns], on=keys,
+                                                            suffixes=("_a", "_b"))
+
+
+def model_contrasts(layers: pd.DataFrame, pairs: list[tuple[str, str]], confidence: float) -> pd.DataFrame:
+    """``a − b`` of each layer's attention distance between two models (e.g. deit − vit), paired by seed, per
+    state (init, trained), fraction and layer, for each of :data:`DISTANCE_MEASURES`. Negative: ``a`` is more
+    local.
+
+    The family for Holm's correction is one pair × measure across all its layers, fractions and the
+    initialisation (which shows whether a difference was there before training): ``ci_*`` is the raw
+    t-interval, ``adj_*`` the adjusted one, ``significant`` whether that excludes 0; ``inference`` is False
+    with fewer than ``MIN_SEEDS`` seeds, and ``equivalence_bound`` is the largest difference an adjusted
+    interval including 0 leaves possible.
+    """
+    rows = []
+    for a, b in pairs:
+        paired = paired_layers(layers, a, b)
+        for measure, column in DISTANCE_MEASURES.items():
+            diff = paired.assign(diff=paired[f"{column}_a"] - paired[f"{column}_b"])
+            groups = list(diff.groupby(["state", "fraction", "layer"], dropna=False, sort=True))
+            adjusted = holm_intervals([g["diff"].to_numpy() for _, g in groups], confidence)
+            for ((state, fraction, layer), g), adj in zip(groups, adjusted):
+                mean, _, half = t_interval(g["diff"].to_numpy(), confidence)
+                rows.append({"comparison": f"{a} - {b}", "measure": measure, "state": state, "fraction": fraction,
+                             "layer": layer, "seeds": len(g), "difference": mean, "ci_low": mean - half,
+                             "ci_high": mean + half, "adj_ci_low": adj.low, "adj_ci_high": adj.high,
+                             "adj_confidence": adj.confidence, "p_holm": adj.p_holm, "significant": adj.significant,
+                             "inference": len(g) >= MIN_SEEDS,
+                             "equivalence_bound": equivalence_bound(adj.low, adj.high, adj.significant, len(g))})
+    return pd.DataFrame(rows, columns=MODEL_CONTRAST_COLUMNS)
 
 
 @torch.no_grad()

@@ -9,7 +9,7 @@ analysis.
 
 Style: seaborn's "paper" context scaled to 7–8 pt text, legible at single-column (3.3 in) and
 double-column (6.8 in) width; seaborn's colour-blind palette with one fixed colour per model family; a
-perceptually uniform colour map for CKA fixed to [0, 1] so panels compare.
+perceptually uniform colour map for CKA, spanning the data of a figure (rounded outward to 0.05), shared by its panels.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ a per-seed difference between two models (same subset, same seed) is one paired 
   not reject onward, every remaining one gets that step's level. An interval then excludes 0 exactly when
   Holm rejects, because a two-sided t-test rejects at level ``a`` exactly when the ``1 − a`` t-interval
   excludes 0.
+- :func:`equivalence_bound` — where an adjusted interval includes 0, the largest difference it leaves possible:
+  "no detectable difference" is then stated with the differences the data exclude.
+- :func:`seed_slopes`, :func:`slope_interval` — a trend over training-set sizes fitted per seed, and its t-interval.
 - :data:`MIN_SEEDS` — fewer seeds than this and the report describes, never infers: with two seeds the
   t-interval has one degree of freedom (t₀.₉₇₅ = 12.7) and a zero spread gives a zero-width interval.
 """
@@ -94,16 +97,30 @@ def holm_intervals(samples: list, confidence: float) -> list[Adjusted]:
             continue
         mean, _, half = t_interval(values, 1.0 - level[i])
         significant = bool(mean - half > 0 or mean + half < 0)
-        out.append(Adjusted(mean, mean - half, mean + half, float(p[i]), float(p_holm[i]), 1.0 - level[i], significant))
+        out.append(Adjusted(mean, mean - half, mean + half, float(p[i]), float(p_holm[i]), 1.0 - level[i],
+                            significant))
     return out
 
 
-def slope_interval(x, per_seed_y: list, confidence: float) -> tuple[float, float, float, int]:
-    """Least-squares slope of y on x fitted per seed, then a t-interval of the slopes over seeds.
+def equivalence_bound(low: float, high: float, significant: bool, seeds: int) -> float:
+    """The largest |difference| an interval ``(low, high)`` that includes 0 leaves possible: max(|low|, |high|).
 
-    ``per_seed_y[s]`` holds seed ``s``'s values at the points ``x`` (NaN where missing). Returns
-    ``(mean slope, low, high, seeds)``; a seed with fewer than 2 points contributes no slope.
+    By the duality of confidence intervals and tests, every difference outside a ``1 − a`` interval is rejected
+    at level ``a``, and a ``1 − 2α`` interval inside ``±δ`` shows equivalence within the margin ``δ`` by two
+    one-sided tests at level ``α`` (Schuirmann 1987; Lakens 2017). So "no detectable difference" comes with the
+    margin the data support: differences beyond ±bound are excluded at the interval's level. NaN where a
+    difference is detected (``significant``), where the interval is undefined, or with fewer than
+    :data:`MIN_SEEDS` seeds (nothing is inferred then).
     """
+    if significant or seeds < MIN_SEEDS or not (np.isfinite(low) and np.isfinite(high)):
+        return float("nan")
+    return float(max(abs(low), abs(high)))
+
+
+def seed_slopes(x, per_seed_y: list) -> np.ndarray:
+    """Least-squares slope of y on x, one per seed: ``per_seed_y[s]`` holds seed ``s``'s values at the points
+    ``x`` (NaN where missing); a seed with fewer than 2 points contributes no slope. Fitting per seed keeps the
+    seed the unit of replication, so the slopes can be tested like any per-seed sample."""
     x = np.asarray(x, dtype=float)
     slopes = []
     for y in per_seed_y:
@@ -111,7 +128,14 @@ def slope_interval(x, per_seed_y: list, confidence: float) -> tuple[float, float
         ok = np.isfinite(y)
         if ok.sum() >= 2:
             slopes.append(np.polyfit(x[ok], y[ok], 1)[0])
-    if not slopes:
+    return np.array(slopes, dtype=float)
+
+
+def slope_interval(x, per_seed_y: list, confidence: float) -> tuple[float, float, float, int]:
+    """The slopes of :func:`seed_slopes` summarised over seeds: ``(mean slope, low, high, seeds)`` with a
+    Student-t interval."""
+    slopes = seed_slopes(x, per_seed_y)
+    if not slopes.size:
         return float("nan"), float("nan"), float("nan"), 0
     mean, _, half = t_interval(slopes, confidence)
     return mean, mean - half, mean + half, len(slopes)

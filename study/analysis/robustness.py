@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from study.analysis.inference import MIN_SEEDS, holm_intervals, slope_interval, t_interval
+from study.analysis.inference import MIN_SEEDS, equivalence_bound, holm_intervals, seed_slopes, t_interval
 from study.analysis.probes import corruption_errors, mce
 from study.analysis.robustness_scoring import (ALIGNED, CLEAN, CORRUPTION, OCCLUSION, REARRANGEMENT, SHUFFLE,
                                                TRANSLATION)
@@ -127,14 +127,13 @@ def contrasts(table: pd.DataFrame, pairs: list[tuple[str, str]], metric: str, co
             for (fraction, d), adj in zip(groups, adjusted):
                 mean, _, half = t_interval(d.to_numpy(), confidence)
                 inference = d.size >= MIN_SEEDS
-                open_ = inference and not adj.significant and np.isfinite(adj.low)
                 rows.append({
                     "comparison": f"{a} - {b}", "metric": metric, **dict(zip(KEYS, key)), "fraction": fraction,
                     "train_images": int(sizes[fraction]), "seeds": d.size, "diff_mean": mean,
                     "ci_low": mean - half, "ci_high": mean + half, "adj_ci_low": adj.low, "adj_ci_high": adj.high,
                     "adj_confidence": adj.confidence, "p": adj.p, "p_holm": adj.p_holm,
                     "significant": bool(adj.significant), "inference": inference,
-                    "equivalence_bound": max(abs(adj.low), abs(adj.high)) if open_ else np.nan,
+                    "equivalence_bound": equivalence_bound(adj.low, adj.high, adj.significant, d.size),
                     "under_trained": int(flags[a].loc[d.index].sum() + flags[b].loc[d.index].sum()),
                     "step_bound": int(bound[a].loc[d.index].sum() + bound[b].loc[d.index].sum()),
                 })
@@ -185,8 +184,8 @@ def winner_flips(accuracy: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=FLIP_COLUMNS)
 
 
-TREND_COLUMNS = ["comparison", "metric", *KEYS, "slope_per_decade", "ci_low", "ci_high", "seeds", "fractions_used",
-                 "inference", "significant"]
+TREND_COLUMNS = ["comparison", "metric", *KEYS, "slope_per_decade", "ci_low", "ci_high", "adj_ci_low", "adj_ci_high",
+                 "adj_confidence", "p_holm", "seeds", "fractions_used", "inference", "significant", "equivalence_bound"]
 
 
 def contrast_trends(table: pd.DataFrame, pairs: list[tuple[str, str]], metric: str, confidence: float
@@ -194,13 +193,15 @@ def contrast_trends(table: pd.DataFrame, pairs: list[tuple[str, str]], metric: s
     """Slope per decade of training images of the per-seed contrast ``a − b`` of ``metric`` (in points: × 100),
     fitted per seed against log₁₀(training images) and summarised over seeds (Student-t); fractions with a
     step-bound run of either model are left out, as in :func:`study.analysis.curves.gap_trends`.
-    ``significant``: the interval excludes 0 with at least ``MIN_SEEDS`` seeds."""
+    ``ci_*``: the raw t-interval. As there, the Holm family is the comparisons asked the same question, "does the
+    contrast change with data?", here at one metric and condition (ViT − ResNet and DeiT − ResNet): ``adj_*``,
+    ``significant`` (at least ``MIN_SEEDS`` seeds) and, where no trend is detected, ``equivalence_bound``."""
     value = METRICS[metric]
     data = table if metric != "retained" else table[table["probe"] != CLEAN]
     wide = data.pivot_table(index=[*KEYS, "fraction", "seed"], columns="model", values=value)
     bound = table.pivot_table(index=["fraction", "seed"], columns="model", values="step_bound", aggfunc="max")
     sizes = table.groupby("fraction")["train_images"].median()
-    rows = []
+    rows, slopes = [], []
     for a, b in pairs:
         if a not in wide or b not in wide:
             continue
@@ -210,12 +211,20 @@ def contrast_trends(table: pd.DataFrame, pairs: list[tuple[str, str]], metric: s
         diff = 100 * (wide[a] - wide[b])
         for key, family in diff.groupby(level=KEYS, sort=True):
             per_seed = family.droplevel(KEYS).unstack("seed").reindex(fractions)  # (fractions, seeds)
-            slope, low, high, seeds = slope_interval(x, [per_seed[s].to_numpy() for s in per_seed], confidence)
-            inference = seeds >= MIN_SEEDS
+            slopes.append(seed_slopes(x, [per_seed[s].to_numpy() for s in per_seed]))
             rows.append({"comparison": f"{a} - {b}", "metric": metric, **dict(zip(KEYS, key)),
-                         "slope_per_decade": slope, "ci_low": low, "ci_high": high, "seeds": seeds,
-                         "fractions_used": len(fractions), "inference": inference,
-                         "significant": bool(inference and (low > 0 or high < 0))})
+                         "fractions_used": len(fractions)})
+    for condition in dict.fromkeys(tuple(row[k] for k in KEYS) for row in rows):
+        family = [i for i, row in enumerate(rows) if tuple(row[k] for k in KEYS) == condition]
+        for i, adj in zip(family, holm_intervals([slopes[i] for i in family], confidence)):
+            mean, _, half = t_interval(slopes[i], confidence) if slopes[i].size else (np.nan, np.nan, np.nan)
+            inference = slopes[i].size >= MIN_SEEDS
+            rows[i].update({"slope_per_decade": mean, "ci_low": mean - half, "ci_high": mean + half,
+                            "adj_ci_low": adj.low, "adj_ci_high": adj.high, "adj_confidence": adj.confidence,
+                            "p_holm": adj.p_holm, "seeds": slopes[i].size, "inference": inference,
+                            "significant": bool(inference and adj.significant),
+                            "equivalence_bound": equivalence_bound(adj.low, adj.high, adj.significant,
+                                                                   slopes[i].size)})
     return pd.DataFrame(rows, columns=TREND_COLUMNS)
 
 
@@ -259,13 +268,12 @@ def mce_tables(table: pd.DataFrame, baseline: str, confidence: float) -> tuple[p
             for (fraction, d), adj in zip(groups, adjusted):
                 mean, low, high = _interval(d[measure].to_numpy(float), confidence)
                 inference = len(d) >= MIN_SEEDS
-                open_ = inference and not adj.significant and np.isfinite(adj.low)
                 rows.append({"model": model, "baseline": baseline, "measure": measure, "fraction": fraction,
                              "train_images": int(sizes[fraction]), "seeds": len(d), "mean": mean, "ci_low": low,
                              "ci_high": high, "adj_ci_low": 1.0 + adj.low, "adj_ci_high": 1.0 + adj.high,
                              "adj_confidence": adj.confidence, "p_holm": adj.p_holm,
                              "significant": bool(adj.significant), "inference": inference,
-                             "equivalence_bound": max(abs(adj.low), abs(adj.high)) if open_ else np.nan})
+                             "equivalence_bound": equivalence_bound(adj.low, adj.high, adj.significant, len(d))})
     per_corruption = corruption_errors(errors, baseline, by)
     ce_rows = []
     for (model, fraction, corruption), g in per_corruption.groupby(["model", "fraction", "corruption"], sort=True):
@@ -309,8 +317,8 @@ def headline(summary: pd.DataFrame, accuracy: pd.DataFrame, trends: pd.DataFrame
         values.append(summary[at].assign(condition=label, order=order))
         at = (accuracy["probe"] == probe) & (accuracy["variant"] == variant) & (accuracy["level"] == level)
         trend = trends[(trends["probe"] == probe) & (trends["variant"] == variant) & (trends["level"] == level)]
-        trend = trend[["comparison", "metric", "slope_per_decade", "ci_low", "ci_high", "fractions_used",
-                       "significant"]].rename(columns={"ci_low": "slope_ci_low", "ci_high": "slope_ci_high",
+        trend = trend[["comparison", "metric", "slope_per_decade", "adj_ci_low", "adj_ci_high", "fractions_used",
+                       "significant"]].rename(columns={"adj_ci_low": "slope_ci_low", "adj_ci_high": "slope_ci_high",
                                                        "significant": "slope_significant"})
         contrast_rows.append(accuracy[at].merge(trend, on=["comparison", "metric"], how="left")
                              .assign(condition=label, order=order))

@@ -5,7 +5,11 @@ The rules (issue "Findings a reviewer would accept"):
 
 - With fewer than ``MIN_SEEDS`` seeds nothing is inferred: sentences give measured means and say why.
 - "A beats B by x points" only when the Holm-adjusted interval across the comparison's fractions excludes
-  0; otherwise "no detectable difference", with the interval.
+  0; otherwise "no detectable difference", with the interval and the differences it excludes (the
+  equivalence bound of the table).
+- Trends with data likewise, from their interval Holm-adjusted across the comparisons of a scale.
+- A power-law fit is quoted only when the data identify it (the table's ``identified``); otherwise the
+  sentence says which parameter the data left undetermined.
 - A crossing only when the gap is significantly negative at one size and significantly positive at a
   larger one (or the reverse); every sign change of the mean gap is listed either way.
 - Comparisons involving runs still improving at the end carry that flag; step-bound runs are out of fits.
@@ -21,7 +25,7 @@ import math
 import pandas as pd
 
 from study.analysis.inference import MIN_SEEDS
-from study.report.format import images, interval, percent, plural, points, share
+from study.report.format import images, interval, no_detectable, percent, plural, points, share
 
 
 def seeds_statement(summary: pd.DataFrame) -> list[str]:
@@ -60,7 +64,8 @@ def gap_sentences(gaps: pd.DataFrame) -> list[str]:
         a, b = comparison.split(" - ")
         g = g.sort_values("train_images")
         if not g["inference"].all():
-            parts = "; ".join(f"{points(r.gap_mean)} points at {images(r.train_images)}{_flag(r)}" for r in g.itertuples())
+            parts = "; ".join(f"{points(r.gap_mean)} points at {images(r.train_images)}{_flag(r)}"
+                              for r in g.itertuples())
             out.append(f"Mean gap {a} − {b} (descriptive, {int(g['seeds'].min())} seeds): {parts}.")
             continue
         parts = []
@@ -71,9 +76,11 @@ def gap_sentences(gaps: pd.DataFrame) -> list[str]:
                 parts.append(f"at {images(r.train_images)} {winner} beats {loser} by {100 * abs(r.gap_mean):.1f} "
                              f"points ({ci}){_flag(r)}")
             else:
-                parts.append(f"at {images(r.train_images)} no detectable difference ({points(r.gap_mean)} points, {ci}){_flag(r)}")
+                null = no_detectable("difference", f"{points(r.gap_mean)} points", ci, r.equivalence_bound, 1,
+                                     scale=100.0, unit=" points")
+                parts.append(f"at {images(r.train_images)} {null}{_flag(r)}")
         out.append(f"{a} − {b}: " + "; ".join(parts) + ". Intervals are Holm-adjusted across the "
-                   f"{len(g)} fractions.")
+                   f"{plural(len(g), 'fraction')}.")
     return out
 
 
@@ -95,39 +102,71 @@ def crossing_sentences(crossings: pd.DataFrame) -> list[str]:
 
 
 def trend_sentences(trends: pd.DataFrame) -> list[str]:
-    """Slope of each comparison's gap per tenfold more data, on the accuracy and the error-ratio scale."""
+    """Slope of each comparison's gap per tenfold more data, on the accuracy and the error-ratio scale, with the
+    interval Holm-adjusted across the comparisons of the scale."""
     out = []
+    compared = trends["comparison"].nunique()
     for comparison, g in trends.groupby("comparison", sort=False):
-        parts = []
-        for r in g[g["seeds"] > 0].itertuples():
-            unit, digits = (" points", 1) if r.scale.startswith("gap") else ("", 3)
-            value = f"{r.slope_per_decade:+.{digits}f}{unit} per tenfold data"
-            ci = interval(r.ci_low, r.ci_high, digits, signed=True)
-            if not r.inference:
-                parts.append(f"{r.scale}: {value} (descriptive, {r.seeds} seeds)")
-            elif r.ci_low > 0 or r.ci_high < 0:
-                parts.append(f"{r.scale}: {value} ({ci})")
-            else:
-                parts.append(f"{r.scale}: no detectable trend ({value}, {ci})")
+        parts = [_trend(r) for r in g[g["seeds"] > 0].itertuples()]
         if parts:
             used = int(g["fractions_used"].iloc[0])
-            out.append(f"Trend of {comparison} with data over {used} fractions — " + "; ".join(parts) + ".")
+            out.append(f"Trend of {comparison} with data over {used} fractions — " + "; ".join(parts) + ". "
+                       f"Intervals are Holm-adjusted across the {plural(compared, 'comparison')} of each scale.")
     return out
+
+
+def _trend(r) -> str:
+    """One scale of a trend sentence: the slope with its adjusted interval, no detectable trend with the trends
+    it excludes, or (too few seeds) the slope only."""
+    unit, digits = (" points", 1) if r.scale.startswith("gap") else ("", 3)
+    value = f"{r.slope_per_decade:+.{digits}f}{unit} per tenfold data"
+    if not r.inference:
+        return f"{r.scale}: {value} (descriptive, {plural(int(r.seeds), 'seed')})"
+    ci = interval(r.adj_ci_low, r.adj_ci_high, digits, signed=True,
+                  label=f"Holm-adjusted {share(r.adj_confidence)} CI")
+    if r.significant:
+        return f"{r.scale}: {value} ({ci})"
+    return f"{r.scale}: " + no_detectable("trend", value, ci, r.equivalence_bound, digits,
+                                          unit=f"{unit} per tenfold data")
+
+
+# How each power-law parameter is printed: a scale factor, an exponent, an error rate.
+_FORMAT = {"a": ".3g", "b": ".2f", "c": ".3f"}
 
 
 def power_law_sentences(fits: pd.DataFrame) -> list[str]:
+    """Per model, the power-law fit with its bootstrap intervals where the table marks it ``identified``, and
+    otherwise one sentence on why it is not quoted."""
     out = []
     for r in fits.itertuples():
+        left_out = f"; {plural(int(r.runs_step_bound), 'step-bound run')} left out" if r.runs_step_bound else ""
         if not math.isfinite(r.b):
             out.append(f"{r.model}: no power-law fit (fewer than 3 training-set sizes without step-bound runs).")
-            continue
-        bound = [name for name in "abc" if getattr(r, f"{name}_on_bound")]
-        note = (f"; {' and '.join(bound)} sit{'s' if len(bound) == 1 else ''} on the fit's bound, so the data do "
-                "not determine {}".format("them" if len(bound) > 1 else "it")) if bound else ""
-        left_out = f"; {r.runs_step_bound} step-bound runs left out" if r.runs_step_bound else ""
-        out.append(f"{r.model}: error ≈ {r.a:.3g}·n^(−{r.b:.2f}) + {r.c:.3f} (exponent b bootstrap CI "
-                   f"{r.b_ci_low:.2f} to {r.b_ci_high:.2f}){note}{left_out}.")
+        elif r.identified:
+            cis = ", ".join(f"{k} {getattr(r, f'{k}_ci_low'):{f}} to {getattr(r, f'{k}_ci_high'):{f}}"
+                            for k, f in _FORMAT.items())
+            out.append(f"{r.model}: error ≈ {r.a:{_FORMAT['a']}}·n^(−{r.b:{_FORMAT['b']}}) + {r.c:{_FORMAT['c']}} "
+                       f"(bootstrap CIs over seeds: {cis}){left_out}.")
+        else:
+            out.append(f"{r.model}: no power law is quoted, as the data do not identify error ≈ a·n^(−b) + c: "
+                       f"{_undetermined(r)}{left_out}.")
     return out
+
+
+def _undetermined(r) -> str:
+    """Which parameters of a fit the data left undetermined, and how: on the fit's bound (the constraint, not
+    the data, set the value), without a bootstrap interval, or with one too wide to pin it down."""
+    reasons = []
+    for name in "abc":
+        low, high = getattr(r, f"{name}_ci_low"), getattr(r, f"{name}_ci_high")
+        if getattr(r, f"{name}_on_bound"):
+            reasons.append(f"{name} sits on the fit's bound ({name} = {getattr(r, name):{_FORMAT[name]}})")
+        elif not (math.isfinite(low) and math.isfinite(high)):
+            reasons.append(f"{name} has no bootstrap interval")
+        elif getattr(r, f"{name}_too_wide"):
+            reasons.append(f"{name}'s bootstrap interval ({low:{_FORMAT[name]}} to {high:{_FORMAT[name]}}) is too "
+                           "wide to determine it")
+    return "; ".join(reasons)
 
 
 def convergence_sentences(runs: pd.DataFrame) -> list[str]:

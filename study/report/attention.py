@@ -1,9 +1,12 @@
 """The report's sentences about attention: how local the first block's heads become, and against what.
 
-Read from the ``attention`` stage's ``attention_layers`` and ``attention_contrasts`` tables. Every distance
-stands beside uniform attention and the same model at initialisation; a change is claimed only when its
-Holm-adjusted interval (computed by the stage over each model's contrasts) excludes zero, and with fewer
-than ``min_seeds`` seeds nothing is inferred.
+Read from the ``attention`` stage's ``attention_layers``, ``attention_contrasts`` and
+``attention_model_contrasts`` tables. Every distance stands beside uniform attention and the same model at
+initialisation, the most local head beside the mean over heads; a change is claimed only when its Holm-adjusted
+interval (computed by the stage) excludes zero, a null result carries the differences its interval excludes, and
+with fewer than ``min_seeds`` seeds nothing is inferred. Whether one model is more local than another is read
+from their direct contrast (:func:`model_contrast_sentences`), never from one model's significant change beside
+the other's non-significant one.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from study.analysis.inference import MIN_SEEDS
-from study.report.format import interval, no_inference, percent, plural, reference_data, share
+from study.report.format import interval, no_detectable, no_inference, percent, plural, reference_data, share
 
 
 def attention_findings(layers: pd.DataFrame | None, contrasts: pd.DataFrame | None,
@@ -31,10 +34,11 @@ def attention_findings(layers: pd.DataFrame | None, contrasts: pd.DataFrame | No
         inferred = seeds >= min_seeds
         ends = [trained.iloc[0], trained.iloc[-1]] if len(trained) > 1 else [trained.iloc[-1]]
         where = [("initialisation", init.iloc[0])] + [(f"{percent(r['fraction'])} of the data", r) for r in ends]
-        values = ", ".join(f"{_distance(r, inferred)} at {label}" for label, r in where)
+        values = ", ".join(f"{_distance(r, 'most_local_distance', inferred)} at {label}" for label, r in where)
+        spread = ", ".join(f"{_distance(r, 'mean_distance', inferred)} at {label}" for label, r in where)
         uniform = first["uniform_distance"].iloc[0]
-        sentence = (f"{model}, first block: the most local head's mean attention distance is {values} "
-                    f"(uniform attention: {uniform:.2f} px)")
+        sentence = (f"{model}, first block: the most local head's mean attention distance is {values}; the mean "
+                    f"over its heads is {spread} (uniform attention: {uniform:.2f} px)")
         if not inferred:
             out.append(f"{sentence}; mean of {plural(seeds, 'seed')}, {no_inference(seeds, min_seeds)}.")
         else:
@@ -53,10 +57,17 @@ def attention_findings(layers: pd.DataFrame | None, contrasts: pd.DataFrame | No
     return out
 
 
-def _distance(r: pd.Series, with_interval: bool) -> str:
+# The distances of ``attention_layers`` the sentences quote, and the prefix of their interval columns.
+_INTERVAL_OF = {"most_local_distance": "most_local", "mean_distance": "mean_distance"}
+
+
+def _distance(r: pd.Series, column: str, with_interval: bool) -> str:
+    """Distance ``column`` of a row of ``attention_layers`` (a key of ``_INTERVAL_OF``), with its t-interval over
+    seeds when inference is possible."""
     if not with_interval:
-        return f"{r['most_local_distance']:.2f} px"
-    return f"{r['most_local_distance']:.2f} px ({interval(r['most_local_ci_low'], r['most_local_ci_high'], 2)})"
+        return f"{r[column]:.2f} px"
+    prefix = _INTERVAL_OF[column]
+    return f"{r[column]:.2f} px ({interval(r[f'{prefix}_ci_low'], r[f'{prefix}_ci_high'], 2)})"
 
 
 def _contrast(r, ref: str) -> str:
@@ -64,5 +75,48 @@ def _contrast(r, ref: str) -> str:
     ci = f"Holm-adjusted {share(r.confidence)} {interval(r.ci_low, r.ci_high, 2, unit=' px', signed=True)}"
     if r.significant:
         direction = "closer (more local)" if r.difference < 0 else "farther (less local)"
-        return f"At {ref} it is {abs(r.difference):.2f} px {direction} than at {label} ({ci})."
-    return f"At {ref}: no detectable difference from {label} ({r.difference:+.2f} px, {ci})."
+        return f"At {ref} the most local head is {abs(r.difference):.2f} px {direction} than at {label} ({ci})."
+    null = no_detectable("difference", f"{r.difference:+.2f} px", ci, r.equivalence_bound, 2, unit=" px",
+                         versus=f" from {label}")
+    return f"At {ref}, most local head: {null}."
+
+
+def model_contrast_sentences(contrasts: pd.DataFrame | None, min_seeds: int = MIN_SEEDS) -> list[str]:
+    """Per pair of models (e.g. deit − vit), the first block's direct contrast of attention distance, paired by
+    seed, at initialisation and at the smallest and the largest fraction: the most local head and the mean over
+    heads, each claimed only where its Holm-adjusted interval excludes 0."""
+    if contrasts is None or contrasts.empty:
+        return []
+    out = []
+    for comparison, rows in contrasts.groupby("comparison", sort=False):
+        a, b = comparison.split(" - ")
+        first = rows[rows["layer"] == rows["layer"].min()]
+        trained = sorted(first.loc[first["state"] == "trained", "fraction"].unique())
+        ends = {trained[0], trained[-1]} if trained else set()
+        largest = trained[-1] if trained else float("nan")
+        parts = []
+        for measure, mine in first.groupby("measure", sort=False):
+            shown = [r for r in mine.itertuples() if r.state == "init" or r.fraction in ends]
+            clauses = ", ".join(_model_clause(r, a, largest, min_seeds) for r in shown)
+            parts.append(f"{measure}: {clauses}")
+        family = len(rows) // max(rows["measure"].nunique(), 1)
+        out.append(f"{a} − {b}, first block, mean attention distance paired by seed (negative: {a} more local; "
+                   f"intervals Holm-adjusted across the {plural(family, 'contrast')} of each measure: every layer "
+                   "and fraction, and initialisation) — " + "; ".join(parts) + ".")
+    return out
+
+
+def _model_clause(r, a: str, largest: float, min_seeds: int) -> str:
+    """One state of a model contrast: who is more local and by how much, no detectable difference with the
+    differences it excludes, or (too few seeds) the mean difference only."""
+    where = ("at initialisation" if r.state == "init"
+             else f"at {reference_data(largest)}" if r.fraction == largest else f"at {percent(r.fraction)} of the data")
+    value = f"{r.difference:+.2f} px"
+    if r.seeds < min_seeds:
+        return f"{where} {value} ({no_inference(int(r.seeds), min_seeds)})"
+    ci = (f"Holm-adjusted {share(r.adj_confidence)} "
+          + interval(r.adj_ci_low, r.adj_ci_high, 2, unit=" px", signed=True))
+    if r.significant:
+        direction = "closer (more local)" if r.difference < 0 else "farther (less local)"
+        return f"{where} {a} is {abs(r.difference):.2f} px {direction} ({ci})"
+    return f"{where} " + no_detectable("difference", value, ci, r.equivalence_bound, 2, unit=" px")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pandas as pd
 
 from study.analysis.inference import MIN_SEEDS
-from study.report.format import images, interval, no_inference, percent, plural, share
+from study.report.format import images, interval, no_detectable, no_inference, percent, plural, share
 from study.report.tables import markdown_table, read_table
 
 TABLES = ("probe_set", "headline", "headline_contrasts", "contrasts_accuracy", "contrasts_retained", "consistency",
@@ -72,8 +72,7 @@ def _clause(r, a: str, b: str, scale: float = 100.0, unit: str = " points") -> s
     if r.significant:
         winner = a if r.diff_mean > 0 else b
         return f"{winner} ahead by {scale * abs(r.diff_mean):.1f}{unit} ({ci})"
-    return (f"no detectable difference ({mean}, {ci}: at most {scale * r.equivalence_bound:.1f}{unit} "
-            "either way)")
+    return no_detectable("difference", mean, ci, r.equivalence_bound, 1, scale=scale, unit=unit)
 
 
 def setup_sentence(probe_set: pd.DataFrame, accuracy: pd.DataFrame) -> str:
@@ -129,7 +128,7 @@ def headline_contrast_sentences(contrasts: pd.DataFrame) -> list[str]:
             change = "no trend with data can be fitted (fewer than 2 fractions without step-bound runs)"
         else:
             value = f"{trend['slope_per_decade']:+.1f} points per tenfold data"
-            ci = interval(trend["slope_ci_low"], trend["slope_ci_high"], 1, signed=True)
+            ci = interval(trend["slope_ci_low"], trend["slope_ci_high"], 1, signed=True, label="Holm-adjusted CI")
             used = f"{plural(int(trend['fractions_used']), 'fraction')} without step-bound runs"
             if not g["inference"].all():
                 change = f"trend {value} (descriptive, {used})"

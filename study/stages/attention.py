@@ -1,5 +1,5 @@
 """Stage ``attention``: per-head attention distance and entropy of the ViT-family runs against their
-initial weights, class-token maps and rollout of the full-data models."""
+initial weights and against each other, class-token maps and rollout of the full-data models."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from study.errors import StudyError
 from study.io import atomic_dir
 from study.models import is_transformer
 from study.report.tables import write_table
-from study.stages import add_analysis_arguments, configured
+from study.stages import add_analysis_arguments, configured, model_pairs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +42,8 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     if not trained:
         raise StudyError("attention: no ViT-family model among the runs; add a 'vit' or 'deit' model")
     fractions = sorted({f for _, _, f, _ in trained})
+    measured = {name for name, _, _, _ in trained}
+    pairs = [(x, y) for x, y in model_pairs(params.trained_models) if x in measured and y in measured]
     smallest, full = fractions[0], fractions[-1]
     # The baseline: each model and seed at initialisation (the same weights at every fraction: the seed alone
     # draws them), read from the full-data run's init.pt.
@@ -86,10 +88,16 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
                     f"mean and {pct} t-interval over seeds, mean entropy; uniform-attention references.", 3)
         write_table(A.layer_table(layers, conf), tmp / "attention_layers",
                     f"Per layer over seeds: most local head per seed, its distance (mean, {pct} t-interval), "
-                    f"heads below {share:g} x uniform distance (mean), mean entropy ({pct} t-interval).", 3)
+                    f"mean distance over heads (mean, {pct} t-interval), heads below {share:g} x uniform distance "
+                    f"(mean), mean entropy ({pct} t-interval).", 3)
         write_table(A.contrasts(layers, conf), tmp / "attention_contrasts",
                     "Most-local-head distance at full data minus initialisation / minus the smallest fraction, "
-                    "paired by seed; intervals Holm-adjusted over each model's contrasts.", 3)
+                    "paired by seed; intervals Holm-adjusted over each model's contrasts; equivalence bound where "
+                    "an interval includes 0.", 3)
+        write_table(A.model_contrasts(layers, pairs, conf), tmp / "attention_model_contrasts",
+                    f"One model's attention distance minus another's (most local head; mean over heads) per state, "
+                    f"fraction and layer, paired by seed: mean, {pct} t-interval, and the interval Holm-adjusted over "
+                    "each pair and measure; equivalence bound where it includes 0.", 3)
         write_table(per_layer, tmp / "attention_distance",
                     "Mean attention distance (pixels) per layer, averaged over heads and seeds (trained models).", 2)
     return (f"attention: {len(trained)} ViT-family runs + {len(initial)} initialisations, distances over "

@@ -32,15 +32,19 @@ def run(params: Params, runs_dir: Path, figures: Path, tables: Path) -> str:
     pct = f"{conf:.0%}"
     with atomic_dir(tables) as tmp:
         write_table(runs, tmp / "runs", "Every training run: final model on the test set, with its convergence flags.")
-        write_table(summary, tmp / "data_efficiency", f"Test top-1 per model and fraction: mean, std and {pct} t-interval over seeds.")
-        write_table(gaps, tmp / "gaps", f"Paired test top-1 gaps (same subset and seed): mean, {pct} t-interval, and the "
-                    "interval adjusted across the comparison's fractions (Holm).")
+        write_table(summary, tmp / "data_efficiency",
+                    f"Test top-1 per model and fraction: mean, std and {pct} t-interval over seeds.")
+        write_table(gaps, tmp / "gaps", f"Paired test top-1 gaps (same subset and seed): mean, {pct} t-interval, the "
+                    "interval adjusted across the comparison's fractions (Holm), and the equivalence bound where it "
+                    "includes 0.")
         write_table(C.crossings(gaps), tmp / "crossings", "Sign changes of the mean gap, and crossings supported by "
                     "adjusted-significant gaps of opposite sign.", 0)
         write_table(C.gap_trends(runs, pairs, conf), tmp / "gap_trends", "Slope of the per-seed gap per decade of "
-                    f"training images, {pct} t-interval over seeds (step-bound fractions left out).")
+                    f"training images, {pct} t-interval over seeds and the interval adjusted across the comparisons "
+                    "of a scale (Holm), equivalence bound where it includes 0 (step-bound fractions left out).")
         write_table(C.power_law_table(runs, conf), tmp / "power_law", "Power-law fit of test error against training "
-                    f"images, error = a n^-b + c, on runs that are not step-bound; {pct} bootstrap intervals over seeds.", 6)
+                    f"images, error = a n^-b + c, on runs that are not step-bound; {pct} bootstrap intervals over "
+                    "seeds; identified: no parameter on its bound or with too wide an interval.", 6)
     with atomic_dir(figures) as tmp:
         save_figure(data_efficiency_figure(runs, conf), tmp / "data_efficiency", runs)
         if not gaps.empty:

@@ -41,8 +41,8 @@ def run(params: Params, runs_dir: Path, tables: Path) -> str:
                     f"The teacher ({d.teacher}) per fraction: top-1 on its own training images and on the test set.")
         write_table(per_run, tmp / "agreement_runs", "Test-set agreement of each run (and head) with its teacher.")
         write_table(summary, tmp / "agreement", f"Test-set agreement with the teacher: mean and {conf:.0%} t-interval over seeds.")
-        write_table(gaps, tmp / "agreement_gaps", "Paired difference in agreement with the teacher (same subset and seed), "
-                    "Holm-adjusted across fractions.")
+        write_table(gaps, tmp / "agreement_gaps", "Paired difference in agreement with the teacher (same subset and "
+                    "seed), Holm-adjusted across fractions; equivalence bound where the adjusted interval includes 0.")
     full = summary[(summary["fraction"] == summary["fraction"].max()) & (summary["head"] == "model")]
     parts = ", ".join(f"{r.model} {r.agreement_mean:.3f}" for r in full.itertuples())
     return f"distillation: agreement with {d.teacher} at full data: {parts} -> {tables}"

@@ -18,7 +18,7 @@ import pandas as pd
 import yaml
 
 from study.analysis import setup as S
-from study.analysis.cka_depth import across_depth_mean
+from study.analysis.cka_depth import CAPTION as CKA_DEPTH_CAPTION, across_depth_mean
 from study.config import Params
 from study.io import atomic_dir, write_json, write_text
 from study.report.provenance import provenance
@@ -75,10 +75,7 @@ def write_setup_tables(runs: pd.DataFrame, cka_tables: Path, out: Path) -> None:
         summary = read_table(cka_tables / "cka_across_depth.csv")
         per_seed = read_table(cka_tables / "cka_across_depth_seeds.csv")
         if summary is not None and per_seed is not None:
-            write_table(across_depth_mean(summary, per_seed), tmp / "cka_across_depth_mean",
-                        "CKA between two models trained on full data, averaged over relative depth: mean and "
-                        "t-interval over seeds, range of the seed mean along depth, each model's cross-seed ceiling "
-                        "averaged over depth.", 3)
+            write_table(across_depth_mean(summary, per_seed), tmp / "cka_across_depth_mean", CKA_DEPTH_CAPTION, 3)
 
 
 def setup_facts(params: Params) -> dict:
@@ -87,7 +84,8 @@ def setup_facts(params: Params) -> dict:
     return {
         "dataset": params.data.dataset, "val_fraction": params.data.val_fraction,
         "fractions": list(params.fractions), "seeds": list(params.seeds), "batch_size": params.budget.batch_size,
-        "convention": params.budget.convention, "min_steps": params.budget.min_steps,
+        "convention": params.budget.convention, "epochs": params.budget.epochs,
+        "confidence": params.analysis.curves.confidence, "min_steps": params.budget.min_steps,
         "selection": {name: dict(m.selected_on_validation) for name, m in params.models.items()},
         "distill": dataclasses.asdict(d) if d else None,
         "recipes": yaml.safe_dump({"models": {k: _plain(v) for k, v in params.models.items()},
