@@ -9,7 +9,7 @@ trainer scores as it always does, never enters the table (recipes are chosen on 
 
 Grid file (YAML)::
 
-    base: configs/mechanisms.yaml      # relative to the grid file's folder's parent, or absolute
+    base: params.yaml                  # relative to the grid file's folder's parent, or absolute
     model: vit
     fraction: 0.01
     seed: 0

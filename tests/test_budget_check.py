@@ -41,8 +41,22 @@ def test_the_section_is_optional_and_the_presets_set_it():
     assert (check.fractions, check.factor, check.tolerance) == ((0.5,), 2.0, 0.01)
     from study.config import load_params
 
-    mechanisms = load_params(ROOT / "configs" / "mechanisms.yaml").budget_check
-    assert mechanisms.fractions == (0.005, 0.1) and mechanisms.factor == 2.0
+    default = load_params(ROOT / "params.yaml").budget_check
+    assert (default.fractions, default.factor, default.tolerance) == ((0.005, 0.1), 2.0, 0.01)
+
+
+def test_every_study_preset_checks_its_smallest_and_largest_fraction():
+    """dvc.yaml's train_2x and distill_2x read budget_check.fractions, and DVC cannot default a missing key: a
+    preset without the section would not parse. Every preset but the smoke one (which checks its smaller fraction
+    only, at that fraction's cost) checks its smallest and its largest fraction."""
+    from study.config import load_params
+
+    configs = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")
+    presets = [ROOT / "params.yaml", *configs]
+    checked = {path.name: load_params(path).budget_check.fractions for path in presets}
+    assert checked == {"params.yaml": (0.005, 0.1), "quick.yaml": (0.01, 1.0), "distillation.yaml": (0.01, 0.05),
+                       "fashionmnist_gpu.yaml": (0.01, 1.0), "cifar10_gpu.yaml": (0.01, 1.0),
+                       "cifar100_gpu.yaml": (0.01, 1.0), "smoke.yaml": (0.5,)}
 
 
 @pytest.mark.parametrize("change, message", [

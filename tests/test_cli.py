@@ -29,7 +29,7 @@ def test_models_prints_params_and_flops_of_the_default_models():
 
 
 def test_a_model_that_cannot_fit_the_image_is_a_one_line_error(tmp_path):
-    params = (ROOT / "params.yaml").read_text().replace("patch_size: 7,", "patch_size: 5,", 1)
+    params = (ROOT / "params.yaml").read_text().replace("patch_size: 4,", "patch_size: 5,", 1)
     (tmp_path / "params.yaml").write_text(params)
     result = study("models", "--params", str(tmp_path / "params.yaml"))
     assert result.returncode == 2

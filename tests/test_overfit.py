@@ -1,9 +1,10 @@
 """Before comparing models, show that each can fit: every CPU preset's ResNet, ViT and distilled ViT, without
 augmentation, reaches >= 99% top-1 on a few hundred of its own training images within a few hundred steps of
 the preset's own optimiser, learning rate and schedule. A model that cannot would make every comparison a
-statement about its optimisation, not about its architecture or the data (README, "Mechanisms preset").
+statement about its optimisation, not about its architecture or the data (README, "The default study: what it
+found").
 
-The study presets that run on a CPU, the default study and the mechanisms preset, train on Fashion-MNIST
+The study presets that run on a CPU, the default study and the quick look (configs/quick.yaml), train on Fashion-MNIST
 (Debian's dataset-fashion-mnist, installed by .ci/run); the subset is the nested 0.5% fraction of seed 0 (290
 images). The smoke preset is left out on purpose: its models are sized to check the pipeline's plumbing in
 seconds, not to learn (its header says so), and its 2-block, 32-wide ViT reached 89.6% train top-1 on 575 digits
@@ -31,7 +32,7 @@ STEPS = 300  # "a few hundred steps": the schedule (warmup, cosine to zero) is p
 FIT = 0.99
 
 # (preset, the fraction whose subset is fitted: a few hundred images)
-PRESETS = [("params.yaml", 0.005), ("configs/mechanisms.yaml", 0.005)]
+PRESETS = [("params.yaml", 0.005), ("configs/quick.yaml", 0.005)]
 
 
 def _overfit_params(preset: str, fraction: float):

@@ -37,10 +37,10 @@ def test_each_preset_report_has_a_title_naming_its_study():
     presets = [ROOT / "params.yaml", *sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")]
     titles = {path.name: report_title(setup_facts(load_params(path))) for path in presets}
     assert len(set(titles.values())) == len(titles), titles
-    assert titles["params.yaml"] == ("When does a Vision Transformer beat a CNN? Fashion-MNIST, 1%–100% of the "
-                                     "training set, 2 epochs of each fraction's data, at least 150 steps")
-    assert titles["mechanisms.yaml"].endswith("Fashion-MNIST, 0.5%–10% of the training set, 30 epochs of each "
-                                              "fraction's data, at least 400 steps")
+    assert titles["params.yaml"] == ("When does a Vision Transformer beat a CNN? Fashion-MNIST, 0.5%–10% of the "
+                                     "training set, 30 epochs of each fraction's data, at least 400 steps")
+    assert titles["quick.yaml"].endswith("Fashion-MNIST, 1%–100% of the training set, 2 epochs of each fraction's "
+                                         "data, at least 150 steps")
 
 
 def test_set_fractions_print_exactly_and_never_as_zero():
@@ -180,6 +180,71 @@ def test_provenance_digests_equal_those_recomputed_from_the_files(rendered):
     assert set(prov["code_sha256"]) == expected
     written = {"reports/report.md", "reports/metrics.json", "reports/provenance.json", "dvc.lock"}
     assert not written & set(recorded)
+
+
+def test_the_budget_check_and_the_teacher_views_enter_the_report_and_the_provenance(tmp_path, monkeypatch):
+    """A smoke-sized study from synthetic runs (curves and distillation stages run for real, distilled runs with
+    teacher view counts) with a budget check added: the report gains the check's sentences under Convergence, a
+    section with its figure and table, and the view sentences and table under Distillation; the provenance digests
+    the longer runs (runs_2x) as it digests the runs."""
+    from study.analysis.budget_check import RUN_COLUMNS, budget_check_table
+    from study.config import parse_params
+    from study.report.convergence import budget_check_sentences
+    from study.report.distillation import teacher_view_sentences
+    from study.report.tables import read_table, write_table
+    from study.stages import curves, distillation
+    from test_budget_check import SMOKE
+    from test_teacher_views import _study_runs
+
+    project, params = tmp_path, parse_params(SMOKE)
+    (project / "params.yaml").write_text(yaml.safe_dump(SMOKE))
+    shutil.copy(ROOT / "dvc.yaml", project / "dvc.yaml")
+    (project / "data" / "prepared").mkdir(parents=True)
+    (project / "data" / "prepared" / "manifest.json").write_text('{"arrays": {}}\n')
+    runs, tables, figures = _study_runs(project / "runs", True), project / "reports/tables", project / "reports/figures"
+    curves.run(params, runs, figures / "curves", tables / "curves")
+    distillation.run(params, runs, tables / "distillation")
+    deltas = {"resnet": [0.001, -0.002, 0.0005], "vit": [0.10, 0.11, 0.12], "deit": [-0.05, 0.0, 0.08]}
+    pairs = pd.DataFrame([(m, 0.5, seed, 650, 2.0, 101, 202, 0.8, 0.8 + d, d, False, False)
+                          for m, values in deltas.items() for seed, d in enumerate(values)], columns=RUN_COLUMNS)
+    write_table(budget_check_table(pairs, 0.95, 0.01), tables / "budget_check" / "budget_check", "budget check")
+    (figures / "budget_check").mkdir()
+    (figures / "budget_check" / "budget_check.png").touch()
+    longer = set()
+    for model, fraction, seed in pairs[["model", "fraction", "seed"]].itertuples(index=False):
+        folder = project / "runs_2x" / model / f"f{fraction}_s{seed}"
+        folder.mkdir(parents=True)
+        for name in ("metrics.json", "model.pt", "history.csv"):  # history.csv: digested for no run
+            (folder / name).write_text(f"{model} {seed} {name}")
+        longer |= {f"runs_2x/{model}/f{fraction}_s{seed}/{name}" for name in ("metrics.json", "model.pt")}
+    monkeypatch.chdir(project)
+    code = cli.main(["report", "--params", "params.yaml", "--runs", "runs", "--runs-2x", "runs_2x", "--tables",
+                     "reports/tables", "--figures", "reports/figures", "--manifest", "data/prepared/manifest.json",
+                     "--pipeline", "dvc.yaml", "--out", "reports/report.md", "--metrics", "reports/metrics.json",
+                     "--provenance", "reports/provenance.json", "--setup-tables", "reports/tables/setup"])
+    assert code == 0
+    text = (project / "reports" / "report.md").read_text()
+    findings = text.split("## Setup")[0]
+    check = "\n".join(["#### Budget check", "", *(f"- {s}" for s in budget_check_sentences(
+        read_table(tables / "budget_check" / "budget_check.csv")))])
+    assert check in findings and "- 1 of 3 cells converged, 1 budget-bound, 1 undetermined." in check
+    assert findings.index("### Convergence") < findings.index(check) < findings.index("### Distillation")
+    sentences = teacher_view_sentences(read_table(tables / "distillation" / "teacher_views.csv"), hard=True)
+    assert len(sentences) == 2 and sentences[1].startswith("At 50% of the data the teacher gave every one of deit's")
+    assert all(f"- {s}" in findings.split("### Distillation")[1] for s in sentences)
+    section = text.split("\n## Budget check\n")[1].split("\n## ")[0]
+    assert "](figures/budget_check/budget_check.png)" in section
+    assert ("| model | fraction | train_images | seeds | steps_1x | steps_2x | top1_1x_mean | top1_2x_mean | "
+            "delta_mean | adj_ci_low | adj_ci_high | verdict | still_improving_1x | still_improving_2x |") in section
+    assert "| vit | 0.5 | 650 | 3 | 101 | 202 | 0.8000 | 0.9100 | 0.1100 |" in section
+    distilled = text.split("\n## Distillation\n")[1].split("\n## ")[0]
+    assert "| model | fraction | train_images | seeds | views | disagreement_mean | ci_low | ci_high |" in distilled
+    assert "| deit | 0.5 | 650 | 3 | 19200 | 0.0000 | 0.0000 | 0.0000 |" in distilled
+    prov = json.loads((project / "reports" / "provenance.json").read_text())
+    assert {p for p in prov["runs_sha256"] if p.startswith("runs_2x/")} == longer
+    assert all(prov["runs_sha256"][p] == sha256(project / p) for p in longer)
+    study_runs = {p.relative_to(project).as_posix() for p in (project / "runs").rglob("*") if p.is_file()}
+    assert set(prov["runs_sha256"]) == longer | study_runs  # the runs' metrics and predictions, as before
 
 
 def test_bytecode_never_enters_the_code_digests(tmp_path):

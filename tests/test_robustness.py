@@ -25,7 +25,7 @@ from conftest import dvc
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
-DEFAULT = yaml.safe_load((ROOT / "params.yaml").read_text())
+QUICK = yaml.safe_load((ROOT / "configs" / "quick.yaml").read_text())  # a patch-7 ViT: a 4x4 grid on 28 px
 
 
 # --- parameters ------------------------------------------------------------------------------------------------
@@ -60,7 +60,7 @@ def robustness(raw: dict, **sections) -> dict:
 ])
 def test_bad_robustness_params_give_one_line_errors(sections, expected):
     with pytest.raises(StudyError) as err:
-        parse_params(robustness(DEFAULT, **sections), source="params.yaml")
+        parse_params(robustness(QUICK, **sections), source="params.yaml")
     message = str(err.value)
     assert expected in message and "\n" not in message and message.startswith("params.yaml: ")
 
@@ -68,7 +68,7 @@ def test_bad_robustness_params_give_one_line_errors(sections, expected):
 def test_a_corruption_the_image_is_too_small_for_is_rejected_up_front():
     with pytest.raises(StudyError, match="corruption spatter needs images of at least 13x13 px, got 8x8"):
         parse_params(robustness(SMOKE, corruptions={"names": ["spatter"], "severities": [1]}), source="smoke")
-    raw = robustness(DEFAULT, corruptions={"names": ["spatter"], "severities": [1, 5]})
+    raw = robustness(QUICK, corruptions={"names": ["spatter"], "severities": [1, 5]})
     assert parse_params(raw).analysis.robustness.corruptions.names == ("spatter",)  # 28 px: fine
 
 
@@ -103,12 +103,12 @@ def test_every_preset_probes_the_vits_patch_grid():
 
 def test_without_a_robustness_section_the_grid_is_the_vits_patch_grid():
     # Parameter files written before the probes (the committed reports' provenance) still validate.
-    raw = copy.deepcopy(DEFAULT)
+    raw = copy.deepcopy(QUICK)
     del raw["analysis"]["robustness"]
     assert occlusion_grid(parse_params(raw)) == 4
     assert rearrangement_grids(parse_params(raw)) == (2, 4, 7, 14)  # cells of 14, 7, 4 and 2 px
     raw["models"]["vit"]["arch_args"]["patch_size"] = raw["models"]["deit"]["arch_args"]["patch_size"] = 4
-    assert occlusion_grid(parse_params(raw)) == 7  # the mechanisms preset's patch-4 ViT
+    assert occlusion_grid(parse_params(raw)) == 7  # the default study's patch-4 ViT
     digits = copy.deepcopy(SMOKE)  # 8-px images, patch 2: grids of 4 and 2 px cells
     del digits["analysis"]["robustness"]
     assert occlusion_grid(parse_params(digits)) == 4 and rearrangement_grids(parse_params(digits)) == (2, 4)
@@ -125,7 +125,7 @@ def test_without_a_robustness_section_the_grid_is_the_vits_patch_grid():
 
 def test_study_check_prints_the_one_line_error(tmp_path):
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(robustness(DEFAULT, occlusion={"grid": 3})))
+    path.write_text(yaml.safe_dump(robustness(QUICK, occlusion={"grid": 3})))
     result = subprocess.run([sys.executable, "-m", "study", "check", "--params", str(path)], capture_output=True,
                             text=True, cwd=ROOT)
     assert result.returncode == 2 and result.stdout == ""

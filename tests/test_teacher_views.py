@@ -7,6 +7,7 @@ import itertools
 import json
 import shutil
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -188,3 +189,76 @@ def test_table_gives_mean_and_t_interval_over_seeds_per_model_and_fraction(tmp_p
     single = table.loc[("deit", 0.05)]
     assert single["disagreement_mean"] == pytest.approx(0.05) and pd.isna(single["ci_low"])  # one seed: no interval
     assert teacher_view_table(teacher_view_runs(pd.DataFrame(rows[-3:])), 0.95).empty
+
+
+# --- the distillation stage and the report's sentences -------------------------------------------------------
+
+VIEWS_SEEN = 6400  # views each distilled run labelled
+DISAGREEING = {0.5: [0, 0, 0], 1.0: [64, 128, 192]}  # per fraction, per seed: shares 0 and 0.01, 0.02, 0.03
+
+
+def _study_runs(folder, counts: bool):
+    """The smoke study's runs (resnet, vit and deit at 0.5 and 1.0, 3 seeds) with predictions; the distilled runs
+    with the teacher's view counts of :data:`DISAGREEING` when ``counts``, else as runs trained before them."""
+    from test_budget_check import _write_run
+
+    rng = np.random.default_rng(0)
+    for model in ("resnet", "vit", "deit"):
+        for fraction, disagreeing in DISAGREEING.items():
+            for seed, n in enumerate(disagreeing):
+                run = folder / model / f"f{fraction}_s{seed}"
+                _write_run(run, model, fraction, seed, 0.8, 101)
+                np.save(run / "predictions.npy", rng.integers(0, 10, (3 if model == "deit" else 1, 40)))
+                if counts and model == "deit":
+                    metrics = json.loads((run / "metrics.json").read_text())
+                    metrics |= {"teacher_views_seen": VIEWS_SEEN, "teacher_views_disagreeing": n,
+                                "teacher_view_disagreement": round(n / VIEWS_SEEN, 6)}
+                    (run / "metrics.json").write_text(json.dumps(metrics))
+    return folder
+
+
+def test_the_distillation_stage_tabulates_the_views_and_old_runs_give_an_empty_table(tmp_path):
+    from study.config import parse_params
+    from study.stages import distillation as stage
+    from test_budget_check import SMOKE
+
+    params = parse_params(SMOKE)
+    for counts in (True, False):
+        stage.run(params, _study_runs(tmp_path / f"runs_{counts}", counts), tmp_path / f"tables_{counts}")
+    new, old = tmp_path / "tables_True", tmp_path / "tables_False"
+    table = pd.read_csv(new / "teacher_views.csv").set_index("fraction")
+    assert list(table["model"]) == ["deit", "deit"] and (table["seeds"] == 3).all()
+    assert (table["views"] == 3 * VIEWS_SEEN).all()
+    half = 4.302652729749462 * 0.01 / 3**0.5  # t(0.975, df 2) · sd 0.01 / sqrt(3)
+    assert table.loc[0.5, ["disagreement_mean", "ci_low", "ci_high"]].tolist() == [0.0, 0.0, 0.0]
+    assert table.loc[1.0, ["disagreement_mean", "ci_low", "ci_high"]].tolist() == \
+        pytest.approx([0.02, 0.02 - half, 0.02 + half])
+    assert "\\toprule" in (new / "teacher_views.tex").read_text()
+    # Runs without the counts: the same tables as before the counts were kept, plus an empty one with its header.
+    assert sorted(p.name for p in new.iterdir()) == sorted(p.name for p in old.iterdir())
+    empty = pd.read_csv(old / "teacher_views.csv")
+    assert empty.empty and list(empty.columns) == list(pd.read_csv(new / "teacher_views.csv").columns)
+    for path in old.iterdir():
+        if not path.stem == "teacher_views":
+            assert path.read_bytes() == (new / path.name).read_bytes(), path.name
+
+
+def test_the_report_words_the_views_and_where_hard_distillation_only_repeats_the_labels(tmp_path):
+    from study.config import parse_params
+    from study.report.distillation import teacher_view_sentences
+    from study.report.tables import read_table
+    from study.stages import distillation as stage
+    from test_budget_check import SMOKE
+
+    stage.run(parse_params(SMOKE), _study_runs(tmp_path / "runs", True), tmp_path / "tables")
+    views = read_table(tmp_path / "tables" / "teacher_views.csv")
+    shares, zero = teacher_view_sentences(views, hard=True)
+    assert shares == ("Teacher's labels of deit's training views (as augmented) that differ from the true labels, "
+                      "mean share over seeds: 0.00% at 50% of the data (CI 0.00 to 0.00%), 2.00% at 100% of the "
+                      "data (CI -0.48 to 4.48%).")
+    assert zero == ("At 50% of the data the teacher gave every one of deit's training views its true label (none of "
+                    "19,200 views differed, all seeds): there its hard labels are the true labels, so hard "
+                    "distillation cannot differ from training on the labels by construction, and a difference "
+                    "between deit and a model trained on labels alone there is not the teacher's doing.")
+    assert teacher_view_sentences(views, hard=False) == [shares]  # soft targets carry more than the argmax
+    assert teacher_view_sentences(views.iloc[:0], hard=True) == [] and teacher_view_sentences(None, hard=True) == []

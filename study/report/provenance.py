@@ -3,12 +3,13 @@
 ``provenance.json`` holds the SHA-256 of ``params.yaml``, of every ``study/`` source file a stage of the
 pipeline depends on (the ``deps`` of ``dvc.yaml``, folders expanded, bytecode caches skipped as DVC skips
 them), of the prepared data's manifest, and of each run's :data:`RUN_FILES`; paths are relative to the folder
-of ``dvc.yaml``. All of them are written before the report stage runs, and none after it. ``params.yaml``,
-the manifest, the runs and the report stage's own code are dependencies of the stage, so their digests equal
-``sha256sum`` of the files whenever ``dvc status`` is clean. The other stages' code is not (a test holds each
-stage's code deps to what it imports): an edit reruns its stage and the report only if that stage's outputs
-change, so a digest that differs from its file names code edited since the report was written, without
-effect on its inputs. Not digested: ``dvc.lock``, which DVC rewrites right after the report stage (its digest
+of ``dvc.yaml``: the study's runs and, where the study has a budget check, the longer runs of ``runs_2x/``,
+whose test top-1 the budget check's verdicts rest on. All of them are written before the report stage runs, and
+none after it. ``params.yaml``, the manifest, both runs folders and the report stage's own code are
+dependencies of the stage, so their digests equal ``sha256sum`` of the files whenever ``dvc status`` is clean.
+The other stages' code is not (a test holds each stage's code deps to what it imports): an edit reruns its
+stage and the report only if that stage's outputs change, so a digest that differs from its file names code
+edited since the report was written, without effect on its inputs. Not digested: ``dvc.lock``, which DVC rewrites right after the report stage (its digest
 could never be checked), and ``dvc.yaml``, which DVC does not accept as a dependency. Beside the digests: the
 git commit, software versions and the processor.
 """
@@ -84,9 +85,11 @@ def pipeline_code(pipeline: str | Path) -> list[Path]:
     return sorted(files)
 
 
-def run_files(runs_dir: str | Path) -> list[Path]:
-    """Each finished run's :data:`RUN_FILES` that exist, run by run (a run is a folder with ``metrics.json``)."""
-    return [folder / name for folder in sorted(p.parent for p in Path(runs_dir).rglob("metrics.json"))
+def run_files(*runs_dirs: str | Path) -> list[Path]:
+    """Each finished run's :data:`RUN_FILES` that exist, folder by folder of ``runs_dirs`` and run by run (a run is
+    a folder with ``metrics.json``); a runs folder that does not exist (no budget check) holds none."""
+    return [folder / name for runs_dir in runs_dirs
+            for folder in sorted(p.parent for p in Path(runs_dir).rglob("metrics.json"))
             for name in RUN_FILES if (folder / name).is_file()]
 
 
@@ -128,10 +131,12 @@ def cpu_description(cpuinfo: str | Path = "/proc/cpuinfo") -> dict:
     }
 
 
-def provenance(*, params_path: str | Path, pipeline: str | Path, manifest: str | Path, runs_dir: str | Path,
-               devices: list[str], train_seconds: float) -> dict:
+def provenance(*, params_path: str | Path, pipeline: str | Path, manifest: str | Path,
+               runs_dirs: list[str | Path], devices: list[str], train_seconds: float) -> dict:
     """The record written as ``provenance.json``: code state, the digests above, software, hardware, and the
-    devices and total time of training (``devices``, ``train_seconds``: from the run table)."""
+    devices and total time of training (``devices``, ``train_seconds``: from the run table). ``runs_dirs``: the
+    study's runs folder, then the budget check's (``runs_2x``) where the study has one; one digest list holds
+    both, each path naming its folder."""
     root = Path(pipeline).parent
     return {
         **code_state(),
@@ -139,7 +144,7 @@ def provenance(*, params_path: str | Path, pipeline: str | Path, manifest: str |
         "params": Path(params_path).read_text(),
         "code_sha256": digests(pipeline_code(pipeline), root),
         "data_sha256": digests([Path(manifest)], root),
-        "runs_sha256": digests(run_files(runs_dir), root),
+        "runs_sha256": digests(run_files(*runs_dirs), root),
         "packages": package_versions(),
         "python": platform.python_version(),
         "platform": platform.platform(),

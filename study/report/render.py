@@ -2,9 +2,9 @@
 
 The one renderer: it reads the tables the analysis stages wrote (``reports/tables``) and those the report
 stage derived from the runs (the setup tables), asks each topic module for its sentences (accuracy,
-distillation, representations, attention, robustness, limitations) and lays out the sections. Every number and every
-sentence is generated from those files and the parameters; nothing is typed in by hand, and nothing is
-computed here beyond choosing rows. Re-running the pipeline rewrites the report.
+convergence, distillation, representations, attention, robustness, limitations) and lays out the sections.
+Every number and every sentence is generated from those files and the parameters; nothing is typed in by hand,
+and nothing is computed here beyond choosing rows. Re-running the pipeline rewrites the report.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pandas as pd
 from study.report.accuracy import (convergence_sentences, crossing_sentences, fit_sentences, gap_sentences,
                                    power_law_sentences, ranking, seeds_statement, trend_sentences)
 from study.report.attention import attention_findings, model_contrast_sentences
-from study.report.distillation import distillation_sentences
+from study.report.convergence import budget_check_sentences
+from study.report.distillation import distillation_sentences, teacher_view_sentences
 from study.report.format import confidence_levels, percent
 from study.report.limitations import analysis_limitations, limitations
 from study.report.representations import cka_findings
@@ -79,6 +80,7 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
     trends, fits = pd.read_csv(curves / "gap_trends.csv"), pd.read_csv(curves / "power_law.csv")
     teacher, agreement = read_table(distill / "teacher.csv"), read_table(distill / "agreement.csv")
     agreement_gaps = read_table(distill / "agreement_gaps.csv")
+    views = read_table(distill / "teacher_views.csv")  # None: a study run before the views were counted
     to_full, layers = read_table(cka / "cka_to_full.csv"), read_table(attention / "attention_layers.csv")
     across = read_table(setup_dir / "cka_across_depth_mean.csv")
     models, budgets = pd.read_csv(setup_dir / "models.csv"), pd.read_csv(setup_dir / "budgets.csv")
@@ -88,11 +90,15 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
                 *trend_sentences(trends), *power_law_sentences(fits)]
     distillation = (distillation_sentences(teacher, agreement,
                                            agreement_gaps if agreement_gaps is not None else pd.DataFrame())
+                    + teacher_view_sentences(views, hard=(setup["distill"] or {}).get("kind") == "hard")
                     if teacher is not None and agreement is not None else [])
     mechanisms = [*cka_findings(to_full, across, reference=max(runs["fraction"])),
                   *attention_findings(layers, read_table(attention / "attention_contrasts.csv")),
                   *model_contrast_sentences(read_table(attention / "attention_model_contrasts.csv"))]
     robustness = read_robustness(tables_dir / "robustness")  # None for a study run before the stage existed
+    budget_check = read_table(tables_dir / "budget_check" / "budget_check.csv")  # None: no budget check
+    if budget_check is not None and budget_check.empty:
+        budget_check = None
     limits = [*limitations(dataset=setup["dataset"], seeds=setup["seeds"], convention=setup["convention"],
                            min_steps=setup["min_steps"], runs=runs, selection=setup["selection"]),
               *analysis_limitations(to_full, across, read_table(attention / "attention_heads.csv"))]
@@ -110,6 +116,8 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
         "### Convergence", "",
         *_bullets([*convergence_sentences(runs), *fit_sentences(pd.read_csv(setup_dir / "training_fit.csv"))]), "",
     ]
+    if budget_check is not None:
+        lines += ["#### Budget check", "", *_bullets(budget_check_sentences(budget_check)), ""]
     if distillation:
         lines += ["### Distillation", "", *_bullets(distillation), ""]
     lines += ["### Representations and attention", "", *_bullets(mechanisms), ""]
@@ -145,16 +153,38 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
     ]
     if not heads.empty:
         lines += ["Distilled ViT, each head alone and their average (DeiT Table 3):", "", markdown_table(heads), ""]
+    if budget_check is not None:
+        lines += _budget_check_section(fig, report_dir, budget_check)
     if teacher is not None:
         lines += ["## Distillation", "", "The teacher's accuracy on its own training images and on the test set:", "",
                   markdown_table(teacher), "", "Test-set agreement with the teacher (DeiT Table 4):", "",
                   markdown_table(agreement), ""]
+        if views is not None and not views.empty:
+            lines += ["The student's training views (as augmented) whose teacher label differs from the true label: "
+                      "mean share and t-interval over seeds; views counted over all seeds:", "",
+                      markdown_table(views), ""]
     lines += _representations_section(fig, report_dir, to_full)
     lines += _attention_section(fig, report_dir, layers)
     if robustness is not None:
         lines += _robustness_section(fig, report_dir, robustness)
     lines += ["## Limitations", "", *_bullets(limits), "", *_provenance_section(prov)]
     return "\n".join(lines)
+
+
+def _budget_check_section(fig, report_dir: Path, cells: pd.DataFrame) -> list[str]:
+    """The budget check's figure and per-cell table (stage ``budget_check``), below the data-efficiency curves whose
+    runs it trains again."""
+    return ["## Budget check", "",
+            _figure(fig("budget_check", "budget_check.png"), report_dir,
+                    "Change of test top-1 with a longer budget (longer − study's run, paired by seed) per model and "
+                    "checked fraction: thin bars t-intervals, thick bars Holm-adjusted; grey: the tolerance band; "
+                    "filled where a verdict (converged or budget-bound) was reached."), "",
+            "Per model and checked fraction: steps and mean test top-1 at both budgets, the mean change with its "
+            "Holm-adjusted interval, the verdict, and the runs the last-quarter screen flagged as still improving:",
+            "",
+            markdown_table(cells[["model", "fraction", "train_images", "seeds", "steps_1x", "steps_2x", "top1_1x_mean",
+                                  "top1_2x_mean", "delta_mean", "adj_ci_low", "adj_ci_high", "verdict",
+                                  "still_improving_1x", "still_improving_2x"]]), ""]
 
 
 def _representations_section(fig, report_dir: Path, to_full: pd.DataFrame | None) -> list[str]:

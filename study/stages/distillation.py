@@ -1,5 +1,7 @@
-"""Stage ``distillation``: what the teacher knew (train vs test top-1) and whether each student agrees with it
-(DeiT, Touvron et al. 2021, Table 4)."""
+"""Stage ``distillation``: what the teacher knew (train vs test top-1), whether each student agrees with it
+(DeiT, Touvron et al. 2021, Table 4), and how often the teacher's label of a student's training view differed
+from the true one (study.analysis.teacher_views): where it never did, hard distillation only repeats the labels.
+Runs trained before the trainer counted those views give an empty ``teacher_views`` table."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 from study.analysis import agreement as A
 from study.analysis.curves import paired_gaps
 from study.analysis.runs import collect_runs
+from study.analysis.teacher_views import teacher_view_runs, teacher_view_table
 from study.config import Params
 from study.errors import StudyError
 from study.io import atomic_dir
@@ -36,6 +39,7 @@ def run(params: Params, runs_dir: Path, tables: Path) -> str:
     whole = per_run[per_run["head"] == "model"]
     pairs = [(d.student, other) for other in students if other != d.student]
     gaps = paired_gaps(whole, pairs, conf, value="agreement")
+    views = teacher_view_table(teacher_view_runs(runs), conf)
     with atomic_dir(tables) as tmp:
         write_table(A.teacher_table(runs, d.teacher, conf), tmp / "teacher",
                     f"The teacher ({d.teacher}) per fraction: top-1 on its own training images and on the test set.")
@@ -43,6 +47,9 @@ def run(params: Params, runs_dir: Path, tables: Path) -> str:
         write_table(summary, tmp / "agreement", f"Test-set agreement with the teacher: mean and {conf:.0%} t-interval over seeds.")
         write_table(gaps, tmp / "agreement_gaps", "Paired difference in agreement with the teacher (same subset and "
                     "seed), Holm-adjusted across fractions; equivalence bound where the adjusted interval includes 0.")
+        write_table(views, tmp / "teacher_views", f"Share of the distilled student's training views (as augmented) "
+                    f"whose teacher label differs from the true label: mean and {conf:.0%} t-interval over seeds; "
+                    "views: counted over all seeds.", 6)
     full = summary[(summary["fraction"] == summary["fraction"].max()) & (summary["head"] == "model")]
     parts = ", ".join(f"{r.model} {r.agreement_mean:.3f}" for r in full.itertuples())
     return f"distillation: agreement with {d.teacher} at full data: {parts} -> {tables}"

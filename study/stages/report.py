@@ -3,9 +3,9 @@
 First the tables no analysis stage writes, computed by :mod:`study.analysis` from the run table and the CKA
 tables and written beside the setup tables: models, budgets, compute, the distilled model's heads, how well
 each model fit its training images, and cross-model CKA averaged over depth. Then the provenance (digests of
-the parameters, the pipeline's code, the prepared data and the runs, all written before this stage), and last
-the report, rendered from files only (:mod:`study.report.render`). The run table is the one the ``curves``
-stage wrote (``<tables>/curves/runs.csv``); the runs themselves are only digested.
+the parameters, the pipeline's code, the prepared data, the runs and the budget check's longer runs, all written
+before this stage), and last the report, rendered from files only (:mod:`study.report.render`). The run table
+is the one the ``curves`` stage wrote (``<tables>/curves/runs.csv``); the runs themselves are only digested.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from study.stages import configured
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=Path, required=True, help="folder holding the runs, digested into the provenance")
+    parser.add_argument("--runs-2x", type=Path, help="folder holding the budget check's longer runs (runs_2x), "
+                        "digested beside the runs; absent or missing: the study has no budget check")
     parser.add_argument("--tables", type=Path, required=True, help="folder of the analysis tables (reports/tables)")
     parser.add_argument("--figures", type=Path, required=True, help="folder of the analysis figures (reports/figures)")
     parser.add_argument("--manifest", type=Path, required=True,
@@ -46,7 +48,8 @@ def main(args: argparse.Namespace) -> str:
     params = configured(args.params)
     runs = pd.read_csv(args.tables / "curves" / "runs.csv")
     write_setup_tables(runs, args.tables / "cka", args.setup_tables)
-    prov = provenance(params_path=args.params, pipeline=args.pipeline, manifest=args.manifest, runs_dir=args.runs,
+    runs_dirs = [args.runs, *([args.runs_2x] if args.runs_2x else [])]
+    prov = provenance(params_path=args.params, pipeline=args.pipeline, manifest=args.manifest, runs_dirs=runs_dirs,
                       devices=runs["device"].tolist(), train_seconds=float(runs["train_seconds"].sum()))
     write_json(args.provenance, prov)
     text = render_report(report_dir=args.out.parent, tables_dir=args.tables, setup_dir=args.setup_tables,
