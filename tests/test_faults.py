@@ -622,6 +622,8 @@ def test_sigkill_anywhere_then_repro_finishes_with_the_uninterrupted_results(smo
     assert (student_run / "metrics.json").is_file() and leftovers(student_run) == []
     # The attention stage while writing its figures, then the report while writing its metrics.
     assert "Running stage 'attention'" in killed_at("figures/attention", "attention").stdout
+    # The robustness stage, between them, first runs to its end: the kill targets the report.
+    assert _dvc(project, "repro", "robustness").returncode == 0
     assert "Running stage 'report'" in killed_at("reports/metrics.json").stdout
 
     final = _dvc(project, "repro")

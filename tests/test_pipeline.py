@@ -96,8 +96,8 @@ def test_report_claims_exactly_the_differences_its_adjusted_intervals_support(sm
         a, b = r.comparison.split(" - ")
         where = f"at {r.train_images:,} images"
         if r.significant:
-            winner, loser = (a, b) if r.gap_mean > 0 else (b, a)
-            assert f"{where} {winner} beats {loser} by {100 * abs(r.gap_mean):.1f} points" in findings
+            winner = a if r.gap_mean > 0 else b
+            assert f"{where} {100 * r.gap_mean:+.1f} points, {winner} ahead" in findings
         else:
             assert f"{where} no detectable difference" in findings
     assert "Holm-adjusted" in findings and "no inference is drawn" not in findings

@@ -449,7 +449,7 @@ def test_report_words_a_win_only_where_the_adjusted_interval_excludes_zero():
     rows = pd.DataFrame([contrast_row(0.01, 570, 0.12, 0.05, 0.19, True, **trend),
                          contrast_row(1.0, 57000, 0.01, -0.03, 0.05, False, **trend)])
     sentence, = headline_contrast_sentences(rows)
-    assert sentence == ("vit − resnet, 50% occluded: at 570 images vit ahead by 12.0 points (Holm-adjusted CI +5.0 to "
+    assert sentence == ("vit − resnet, 50% occluded: at 570 images +12.0 points, vit ahead (Holm-adjusted CI +5.0 to "
                         "+19.0); at 57,000 images no detectable difference (+1.0 points, Holm-adjusted CI -3.0 to +5.0; "
                         "differences beyond ±5.0 points excluded); the contrast changes by -3.0 points per tenfold "
                         "data (Holm-adjusted CI -5.0 to -1.0, 2 fractions without step-bound runs).")
@@ -539,8 +539,8 @@ def test_the_stage_end_to_end_on_the_smoke_study(smoke_study):
     for r in pd.read_csv(tables / "headline_contrasts.csv").itertuples():
         a, b = r.comparison.split(" - ")
         if r.significant and r.inference:
-            assert f"at {r.train_images:,} images {a if r.diff_mean > 0 else b} ahead by " \
-                   f"{100 * abs(r.diff_mean):.1f} points" in findings
+            assert f"at {r.train_images:,} images {100 * r.diff_mean:+.1f} points, " \
+                   f"{a if r.diff_mean > 0 else b} ahead" in findings
         else:
             assert f"at {r.train_images:,} images no detectable difference ({100 * r.diff_mean:+.1f} points" in findings
     # The params layer validates the probes with study.analysis.probe_settings only: editing a probe stales the

@@ -51,8 +51,9 @@ def probe_figure(summary: pd.DataFrame, probe: str, xlabel: str, confidence: flo
                 if categorical:
                     ax.set_xticks(x, ["clean" if v == 0 else f"{v:g}" for v in levels])
             ax.set_title(f"{percent_label(fraction)} ({short_count(int(at['train_images'].iloc[0]))} images)")
-            ax.set_xlabel(xlabel)
             ax.set_ylim(0, 1)
+        # Once, under the middle panel: a label per narrow panel would run into its neighbours.
+        panels[len(panels) // 2][0].set_xlabel(xlabel)
         panels[0][0].set_ylabel(f"Top-1 (mean, {confidence:.0%} CI)")
         handles, labels = panels[0][0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 6), frameon=False)

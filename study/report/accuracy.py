@@ -4,8 +4,8 @@ a table by a rule.
 The rules (issue "Findings a reviewer would accept"):
 
 - With fewer than ``MIN_SEEDS`` seeds nothing is inferred: sentences give measured means and say why.
-- "A beats B by x points" only when the Holm-adjusted interval across the comparison's fractions excludes
-  0; otherwise "no detectable difference", with the interval and the differences it excludes (the
+- "±x points, A ahead" (always A − B, so negative when B leads) only when the Holm-adjusted interval across
+  the comparison's fractions excludes 0; otherwise "no detectable difference", with the interval and the differences it excludes (the
   equivalence bound of the table).
 - Trends with data likewise, from their interval Holm-adjusted across the comparisons of a scale.
 - A power-law fit is quoted only when the data identify it (the table's ``identified``); otherwise the
@@ -72,9 +72,9 @@ def gap_sentences(gaps: pd.DataFrame) -> list[str]:
         for r in g.itertuples():
             ci = interval(r.adj_ci_low, r.adj_ci_high, 1, scale=100.0, signed=True, label="adjusted CI")
             if r.significant:
-                winner, loser = (a, b) if r.gap_mean > 0 else (b, a)
-                parts.append(f"at {images(r.train_images)} {winner} beats {loser} by {100 * abs(r.gap_mean):.1f} "
-                             f"points ({ci}){_flag(r)}")
+                winner = a if r.gap_mean > 0 else b  # the sign convention stays a − b: negative when b leads
+                parts.append(f"at {images(r.train_images)} {points(r.gap_mean)} points, {winner} ahead "
+                             f"({ci}){_flag(r)}")
             else:
                 null = no_detectable("difference", f"{points(r.gap_mean)} points", ci, r.equivalence_bound, 1,
                                      scale=100.0, unit=" points")

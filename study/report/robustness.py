@@ -70,8 +70,8 @@ def _clause(r, a: str, b: str, scale: float = 100.0, unit: str = " points") -> s
         return f"{mean} (descriptive, {plural(int(r.seeds), 'seed')})"
     ci = interval(r.adj_ci_low, r.adj_ci_high, 1, scale=scale, signed=True, label="Holm-adjusted CI")
     if r.significant:
-        winner = a if r.diff_mean > 0 else b
-        return f"{winner} ahead by {scale * abs(r.diff_mean):.1f}{unit} ({ci})"
+        winner = a if r.diff_mean > 0 else b  # the difference keeps its sign (a − b), as everywhere in the report
+        return f"{mean}, {winner} ahead ({ci})"
     return no_detectable("difference", mean, ci, r.equivalence_bound, 1, scale=scale, unit=unit)
 
 
