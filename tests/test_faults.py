@@ -10,6 +10,7 @@ SIGKILL it at chosen points and compare every result with that uninterrupted stu
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import io
 import itertools
@@ -177,6 +178,22 @@ def swap_a_resume_state_in(path: Path, _marker: Path) -> None:
     shutil.copy(path.parent / "interrupted_resume.pt", path)
 
 
+@contextlib.contextmanager
+def ctrl_c_during_step(step: int):
+    """Within the block, training is stopped as by Ctrl-C during optimiser step ``step``: the label loss (computed
+    once a step, distilled or not) raises KeyboardInterrupt on its ``step``-th call."""
+    original, calls = LabelLoss.forward, itertools.count(1)
+
+    def interrupt(self, *args):
+        if next(calls) == step:
+            raise KeyboardInterrupt
+        return original(self, *args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LabelLoss, "forward", interrupt)
+        yield
+
+
 # --- the digits, one uninterrupted run, and one interrupted at step 13 ---------------------------------
 
 
@@ -203,15 +220,7 @@ def reference(digits) -> Path:
 def interrupted(digits) -> Path:
     """The same run stopped by Ctrl-C during step 13: its resume.pt is the genuine state after step 10."""
     out = digits / "interrupted"
-    original, calls = LabelLoss.forward, itertools.count(1)
-
-    def interrupt_at_step_13(self, *args):
-        if next(calls) == 13:
-            raise KeyboardInterrupt
-        return original(self, *args)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(LabelLoss, "forward", interrupt_at_step_13)
+    with ctrl_c_during_step(13):
         assert main([str(arg) for arg in train_args(digits, out)]) == 130
     assert read_checkpoint(out / "resume.pt")["step"] == 10
     assert not (out / "metrics.json").exists() and not (out / "model.pt").exists()
@@ -622,8 +631,10 @@ def test_sigkill_anywhere_then_repro_finishes_with_the_uninterrupted_results(smo
     assert (student_run / "metrics.json").is_file() and leftovers(student_run) == []
     # The attention stage while writing its figures, then the report while writing its metrics.
     assert "Running stage 'attention'" in killed_at("figures/attention", "attention").stdout
-    # The robustness stage, between them, first runs to its end: the kill targets the report.
+    # The robustness stage and the budget check (with its longer runs), between them, first run to their end: the
+    # kill targets the report.
     assert _dvc(project, "repro", "robustness").returncode == 0
+    assert _dvc(project, "repro", "budget_check").returncode == 0
     assert "Running stage 'report'" in killed_at("reports/metrics.json").stdout
 
     final = _dvc(project, "repro")

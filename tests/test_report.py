@@ -18,7 +18,7 @@ from study.report.format import confidence_levels, interval, no_detectable, perc
 from study.report.provenance import pipeline_code
 
 ROOT = Path(__file__).resolve().parents[1]
-STUDIES = {"default": ROOT / "reports", "mechanisms": ROOT / "reports" / "mechanisms"}
+STUDIES = {"default": ROOT / "reports", "quick": ROOT / "reports" / "quick"}
 SETUP_TABLES = ("models", "budgets", "compute", "deit_heads")  # those the report stage wrote before issue 30
 
 
@@ -37,8 +37,8 @@ def test_each_preset_report_has_a_title_naming_its_study():
     presets = [ROOT / "params.yaml", *sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")]
     titles = {path.name: report_title(setup_facts(load_params(path))) for path in presets}
     assert len(set(titles.values())) == len(titles), titles
-    assert titles["params.yaml"] == ("When does a Vision Transformer beat a CNN? Fashion-MNIST, 0.5%–10% of the "
-                                     "training set, 30 epochs of each fraction's data, at least 400 steps")
+    assert titles["params.yaml"] == ("When does a Vision Transformer beat a CNN? Fashion-MNIST, 0.25%–4% of the "
+                                     "training set, 30 epochs of each fraction's data, at least 300 steps")
     assert titles["quick.yaml"].endswith("Fashion-MNIST, 1%–100% of the training set, 2 epochs of each fraction's "
                                          "data, at least 150 steps")
 

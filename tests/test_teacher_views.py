@@ -3,7 +3,6 @@ answers, written to a distilled run's metrics and history, carried through a kil
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 
@@ -18,7 +17,7 @@ from study.cli import main
 from study.train.artifacts import read_checkpoint
 from study.train.losses import DistillationLoss, LabelLoss
 from study.train.resume import load_resume, save_resume
-from test_faults import assert_same_run, train_args, write_params
+from test_faults import assert_same_run, ctrl_c_during_step, train_args, write_params
 
 CLASSES = 4
 
@@ -146,15 +145,7 @@ def test_a_distilled_run_reports_the_teacher_views_and_a_resumed_one_the_same(di
 
     # Stopped by Ctrl-C during step 13: the resume state is the one after step 10, counts included.
     killed = tmp_path / "killed"
-    original, calls = LabelLoss.forward, itertools.count(1)
-
-    def interrupt_at_step_13(self, *args):
-        if next(calls) == 13:
-            raise KeyboardInterrupt
-        return original(self, *args)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(LabelLoss, "forward", interrupt_at_step_13)
+    with ctrl_c_during_step(13):
         assert _train(digits, killed) == 130
     state = read_checkpoint(killed / "resume.pt")
     assert state["step"] == 10 and state["teacher_views"][0] == 10 * metrics["budget"]["batch_size"]

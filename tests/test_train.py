@@ -140,14 +140,18 @@ def test_teacher_stays_frozen_in_eval_mode():
 SMOKE = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
 
 
-@pytest.fixture(scope="module")
-def digits_data(tmp_path_factory):
-    """Prepared digits and its subsets, written by the real stage functions."""
-    folder = tmp_path_factory.mktemp("digits")
+def prepare_digits(folder: Path) -> Path:
+    """The smoke preset's prepared digits and subsets in ``folder``, written by the real stage functions."""
     params = parse_params(SMOKE)
     prepare_stage.run(params, folder / "prepared")
     subsets_stage.run(params, folder / "prepared", folder / "subsets")
     return folder
+
+
+@pytest.fixture(scope="module")
+def digits_data(tmp_path_factory):
+    """Prepared digits and its subsets, written by the real stage functions."""
+    return prepare_digits(tmp_path_factory.mktemp("digits"))
 
 
 def _write_params(folder: Path, **budget) -> Path:
