@@ -43,6 +43,16 @@ def test_each_preset_report_has_a_title_naming_its_study():
                                          "data, at least 150 steps")
 
 
+def test_the_report_prints_how_its_study_was_designed_from_its_parameters_files_header():
+    from study.stages.report import header_comment
+
+    assert header_comment("# The study\n# - why: x\n#\ndata:\n  a: 1  # not this\n# nor this\n") == "The study\n- why: x"
+    assert header_comment("data: {}\n") == ""
+    # The default study's header says which criterion chose the augmentation, since it was not validation top-1.
+    assert "no augmentation, chosen for CONVERGENCE, not for validation top-1" in header_comment(
+        (ROOT / "params.yaml").read_text()).replace("\n", " ")
+
+
 def test_set_fractions_print_exactly_and_never_as_zero():
     assert [percent(f) for f in (0.005, 0.01, 0.03, 0.05, 0.1, 0.29, 1.0)] == \
         ["0.5%", "1%", "3%", "5%", "10%", "29%", "100%"]

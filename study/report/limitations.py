@@ -30,8 +30,10 @@ def limitations(*, dataset: str, seeds: list[int], convention: str, min_steps: i
     if tuned:
         listed = "; ".join(f"{m}: " + ", ".join(f"{k} among {', '.join(map(str, v))}" for k, v in s.items())
                            for m, s in tuned.items())
-        out.append(f"Recipes were chosen on the validation split ({listed}) and kept for every fraction; validation "
-                   "accuracy is therefore optimistic, and the test set was used only for the final numbers.")
+        out.append(f"Recipe settings were compared on the validation split ({listed}) and kept for every fraction; "
+                   "validation accuracy is therefore optimistic. Which criterion decided each choice (validation "
+                   "top-1, or convergence where the parameters file's header says so) and which test numbers were "
+                   "seen before are in the Setup section.")
     else:
         out.append("No recipe tuning is recorded in the parameters: hyperparameters were set a priori and kept for every fraction.")
     floor = int((runs["budget_source"] == "floor").sum())

@@ -69,6 +69,15 @@ def report_title(setup: dict) -> str:
             f"{data}, {budget}")
 
 
+def _design(header: str) -> list[str]:
+    """The parameters file's opening comment, verbatim: how the design and the recipes were chosen, by which
+    criterion, and which test numbers were seen before (issue 34: a report says so, not only its preset)."""
+    if not header:
+        return []
+    return ["How this study was designed and its recipes chosen, in the words of its parameters file's header:", "",
+            "```text", header, "```", ""]
+
+
 def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figures_dir: Path, setup: dict,
                   prov: dict) -> str:
     """The text of ``report.md``. ``setup``: the parameters the Setup section and the limitations word
@@ -135,6 +144,7 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
         "Compute each model used (TFLOPs: 3 × forward per image seen, plus the teacher's forward; seconds: median "
         "over seeds, on the device of the run):", "", markdown_table(compute, 2), "",
         "Recipes (from `params.yaml`):", "", "```yaml", setup["recipes"].rstrip(), "```", "",
+        *_design(setup.get("design", "")),
         "## Data efficiency", "",
         _figure(fig("curves", "data_efficiency.png"), report_dir,
                 "Test accuracy against training images (log scale); bands: t-interval over seeds; ringed: runs "

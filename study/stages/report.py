@@ -52,8 +52,9 @@ def main(args: argparse.Namespace) -> str:
     prov = provenance(params_path=args.params, pipeline=args.pipeline, manifest=args.manifest, runs_dirs=runs_dirs,
                       devices=runs["device"].tolist(), train_seconds=float(runs["train_seconds"].sum()))
     write_json(args.provenance, prov)
+    setup = {**setup_facts(params), "design": header_comment(args.params.read_text())}
     text = render_report(report_dir=args.out.parent, tables_dir=args.tables, setup_dir=args.setup_tables,
-                         figures_dir=args.figures, setup=setup_facts(params), prov=prov)
+                         figures_dir=args.figures, setup=setup, prov=prov)
     write_text(args.out, text)
     write_json(args.metrics, headline_metrics(args.tables))
     return (f"report: {args.out} ({len(text.splitlines())} lines), {args.metrics}, {args.provenance}; "
@@ -79,6 +80,18 @@ def write_setup_tables(runs: pd.DataFrame, cka_tables: Path, out: Path) -> None:
         per_seed = read_table(cka_tables / "cka_across_depth_seeds.csv")
         if summary is not None and per_seed is not None:
             write_table(across_depth_mean(summary, per_seed), tmp / "cka_across_depth_mean", CKA_DEPTH_CAPTION, 3)
+
+
+def header_comment(params_text: str) -> str:
+    """The comment block that opens a parameters file, without its ``#`` marks: each preset's header says what
+    the study asks, how its design and recipes were chosen (and by which criterion), and which test numbers were
+    seen before; the report prints it, so a reader of the report learns it without opening the file."""
+    lines = []
+    for line in params_text.splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line[2:] if line.startswith("# ") else line[1:])
+    return "\n".join(lines).strip()
 
 
 def setup_facts(params: Params) -> dict:
