@@ -307,7 +307,8 @@ def test_limitations_say_recipes_were_selected_on_validation_when_they_were():
     tuned = limitations(dataset="digits", seeds=[0, 1], convention="epochs", min_steps=40, runs=runs,
                         selection={"a": {"lr": [0.1, 0.2]}, "b": {}})
     text = " ".join(tuned)
-    assert "chosen on the validation split (a: lr among 0.1, 0.2)" in text and "never used" not in text
+    assert "compared on the validation split (a: lr among 0.1, 0.2)" in text and "never used" not in text
+    assert "Which criterion decided each choice" in text  # validation top-1 is not assumed to have decided
     assert "too few for inference" in text
     untuned = " ".join(limitations(dataset="digits", seeds=[0, 1, 2], convention="epochs", min_steps=40, runs=runs,
                                    selection={"a": {}}))
