@@ -120,7 +120,11 @@ def write_deps(pipeline: Path, prefix: str) -> None:
                 if lines[i].startswith("      #") or not lines[i].strip()[2:].startswith(prefix + PACKAGE):
                     out.append(lines[i])
                 i += 1
-            out.extend(f"      - {prefix}{p.relative_to(ROOT)}" for p in listed(command_files(command)))
+            files = command_files(command)
+            # Outside its own project (prefix ../) DVC does not apply .dvcignore: a folder's hash would take in
+            # the bytecode Python writes there, so the pretrained pipeline lists files.
+            entries = listed(files) if not prefix else sorted(files)
+            out.extend(f"      - {prefix}{p.relative_to(ROOT)}" for p in entries)
     pipeline.write_text("\n".join(out))
 
 
