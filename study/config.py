@@ -337,12 +337,12 @@ def _check_budget_check(p: Params, source: str) -> None:
 
 
 def vit_patch_grids(p: Params) -> dict[str, int]:
-    """``model name -> cells per side of its patch grid`` for the study's ViT-family models (arch vit or deit)."""
-    from study.models import VIT_DEFAULTS  # imported here, as in _check_arch
+    """``model name -> cells per side of its patch grid`` for the study's ViT-family models (``VIT_FAMILY`` archs)."""
+    from study.models import VIT_DEFAULTS, VIT_FAMILY  # imported here, as in _check_arch
 
     side = INPUT_SHAPES[p.data.dataset][0]
     patches = {name: m.arch_args.get("patch_size", VIT_DEFAULTS["patch_size"]) for name, m in p.models.items()
-               if m.arch in ("vit", "deit") and name in p.trained_models}
+               if m.arch in VIT_FAMILY and name in p.trained_models}
     return {name: side // patch for name, patch in patches.items() if isinstance(patch, int) and patch > 0}
 
 
@@ -374,8 +374,8 @@ def _check_robustness(p: Params, source: str) -> None:
     key = "analysis.robustness"
     grids = vit_patch_grids(p)
     if r.occlusion.grid is None and not grids:
-        raise StudyError(f"{source}: {key}.occlusion.grid: no ViT-family model (arch vit or deit) whose patch grid "
-                         "it would default to; set the grid (cells per side)")
+        raise StudyError(f"{source}: {key}.occlusion.grid: no ViT-family model (arch vit, deit, convit or "
+                         "vit_convstem) whose patch grid it would default to; set the grid (cells per side)")
     sections = {
         "occlusion": dict(grids=[occlusion_grid(p)], shares=r.occlusion.shares),
         "rearrangement": dict(grids=rearrangement_grids(p)),

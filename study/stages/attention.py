@@ -40,7 +40,8 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
                for (name, fraction), loaded in load_models(runs, seed, device).items()
                if is_transformer(loaded[0])}
     if not trained:
-        raise StudyError("attention: no ViT-family model among the runs; add a 'vit' or 'deit' model")
+        raise StudyError("attention: no ViT-family model among the runs; add a 'vit', 'deit', 'convit' or "
+                         "'vit_convstem' model")
     fractions = sorted({f for _, _, f, _ in trained})
     measured = {name for name, _, _, _ in trained}
     pairs = [(x, y) for x, y in model_pairs(params.trained_models) if x in measured and y in measured]
