@@ -40,6 +40,15 @@ class DataParams:
 
 
 @dataclass(frozen=True, config=_FROZEN)
+class ScrambleParams:
+    """The ``scrambled`` data condition (study.data.scramble): one fixed shuffle of the ``cell``×``cell`` cells of
+    every image and one fixed shuffle of the pixels inside every cell, both drawn from ``seed``."""
+
+    cell: StrictInt = Field(gt=0)  # pixels per cell side: the ViT's patch size, so a patch is a cell
+    seed: StrictInt = Field(default=0, ge=0)
+
+
+@dataclass(frozen=True, config=_FROZEN)
 class AugmentParams:
     """Training augmentation, batched on the device (study.train.augment). Everything is off by default."""
 
@@ -74,6 +83,9 @@ class ModelParams:
     selected_on_validation: dict[StrictStr, list[Any]] = Field(default_factory=dict)
     # This model's training augmentation; none given = train.augment, the study-wide default.
     augment: AugmentParams | None = None
+    # The data condition: none = natural images; given = this model trains, validates and is tested on scrambled
+    # images (issue 32: what a prior costs where its assumption is false).
+    scramble: ScrambleParams | None = None
 
 
 @dataclass(frozen=True, config=_FROZEN)
@@ -304,6 +316,7 @@ def _check_cross_references(p: Params, source: str) -> None:
             fail(f"baselines: '{name}' has no entry under models (defined: {sorted(p.models)})")
     for name, model in p.models.items():
         _check_arch(model.arch, f"{source}: models.{name}.arch")
+    _check_scramble(p, source)
     if p.analysis.seed not in p.seeds:
         fail(f"analysis.seed = {p.analysis.seed}: must be one of seeds {list(p.seeds)}")
     if p.analysis.cka.batch_size > p.analysis.cka.images:
@@ -322,6 +335,27 @@ def _check_cross_references(p: Params, source: str) -> None:
             fail(f"distill.teacher = '{d.teacher}' must be one of baselines {list(p.baselines)}")
 
 
+def _check_scramble(p: Params, source: str) -> None:
+    """Every scrambled model of a study sees the same scramble (so their results compare), whose cell divides the
+    images; distillation stays on natural images (its teacher labels the student's views as they are)."""
+    scrambled = {name: m.scramble for name, m in p.models.items() if m.scramble is not None and name in p.trained_models}
+    if not scrambled:
+        return
+    side = INPUT_SHAPES[p.data.dataset][0]
+    for name, s in scrambled.items():
+        if side % s.cell:
+            raise StudyError(f"{source}: models.{name}.scramble.cell = {s.cell} does not divide the {side}-pixel "
+                             f"images of {p.data.dataset}; use a divisor (the ViT's patch size)")
+    first, *others = scrambled.items()
+    for name, s in others:
+        if s != first[1]:
+            raise StudyError(f"{source}: models.{name}.scramble = {s} differs from models.{first[0]}.scramble = "
+                             f"{first[1]}; give every scrambled model the same cell and seed")
+    if p.distill is not None and {p.distill.student, p.distill.teacher} & scrambled.keys():
+        raise StudyError(f"{source}: distill: the student and teacher train on natural images; remove scramble "
+                         "from their models entries")
+
+
 def _check_budget_check(p: Params, source: str) -> None:
     """The checked fractions are fractions the study trains, each listed once."""
     if p.budget_check is None:
@@ -337,12 +371,12 @@ def _check_budget_check(p: Params, source: str) -> None:
 
 
 def vit_patch_grids(p: Params) -> dict[str, int]:
-    """``model name -> cells per side of its patch grid`` for the study's ViT-family models (arch vit or deit)."""
-    from study.models import VIT_DEFAULTS  # imported here, as in _check_arch
+    """``model name -> cells per side of its patch grid`` for the study's ViT-family models (``VIT_FAMILY`` archs)."""
+    from study.models import VIT_DEFAULTS, VIT_FAMILY  # imported here, as in _check_arch
 
     side = INPUT_SHAPES[p.data.dataset][0]
     patches = {name: m.arch_args.get("patch_size", VIT_DEFAULTS["patch_size"]) for name, m in p.models.items()
-               if m.arch in ("vit", "deit") and name in p.trained_models}
+               if m.arch in VIT_FAMILY and name in p.trained_models}
     return {name: side // patch for name, patch in patches.items() if isinstance(patch, int) and patch > 0}
 
 
@@ -374,8 +408,8 @@ def _check_robustness(p: Params, source: str) -> None:
     key = "analysis.robustness"
     grids = vit_patch_grids(p)
     if r.occlusion.grid is None and not grids:
-        raise StudyError(f"{source}: {key}.occlusion.grid: no ViT-family model (arch vit or deit) whose patch grid "
-                         "it would default to; set the grid (cells per side)")
+        raise StudyError(f"{source}: {key}.occlusion.grid: no ViT-family model (arch vit, deit, convit or "
+                         "vit_convstem) whose patch grid it would default to; set the grid (cells per side)")
     sections = {
         "occlusion": dict(grids=[occlusion_grid(p)], shares=r.occlusion.shares),
         "rearrangement": dict(grids=rearrangement_grids(p)),

@@ -26,6 +26,7 @@ FASHIONMNIST_NAMES = {  # the published file names (also torchvision's and the D
     "test_labels": "t10k-labels-idx1-ubyte",
 }
 CIFAR_CLASSES = {"cifar10": torchvision.datasets.CIFAR10, "cifar100": torchvision.datasets.CIFAR100}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def write_idx(path: Path, array: np.ndarray) -> None:
@@ -136,10 +137,90 @@ def _dump(path: Path, obj: object) -> None:
         pickle.dump(obj, file, protocol=2)  # the release's pickles date from Python 2
 
 
+# --- model tests (tests/test_models.py, test_convit.py, test_convstem.py) ----------------------------
+
+
+@pytest.fixture
+def one_thread():
+    """Run on one intra-op thread: on a busy 2-core CI box, two OpenMP threads waiting at barriers for a
+    stolen core made the training tests 20x slower; one thread keeps a model test's time predictable."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def randomize_parameters(model, seed: int = 0) -> None:
+    """Non-zero random weights everywhere (also biases, norms, tokens), so parity is not trivially zero."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.1)
+
+
+def assert_same_state_dict_layout(ours, reference) -> None:
+    """The same state_dict keys with the same shapes: weights load both ways with ``strict=True``."""
+    ours_shapes = {key: tuple(value.shape) for key, value in ours.state_dict().items()}
+    reference_shapes = {key: tuple(value.shape) for key, value in reference.state_dict().items()}
+    assert ours_shapes == reference_shapes
+
+
+def random_images(in_chans: int, size: int, batch: int = 4, seed: int = 1):
+    """``(batch, in_chans, size, size)`` standard-normal images, the same for the same seed."""
+    import torch
+
+    return torch.randn(batch, in_chans, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+def assert_parity_both_ways(build_ours, reference, x):
+    """timm parity: random weights of ``build_ours()`` load into timm's ``reference`` with equal logits and
+    features (to 1e-5, eval mode), and ``reference``'s own weights load into a fresh ``build_ours()`` with equal
+    logits. Returns ours, with its random weights, in eval mode."""
+    import torch
+
+    ours = build_ours()
+    assert_same_state_dict_layout(ours, reference)
+    randomize_parameters(ours)
+    reference.load_state_dict(ours.state_dict(), strict=True)
+    ours.eval(), reference.eval()
+    with torch.no_grad():
+        logits = ours(x)
+        assert logits.std() > 1e-2  # the comparison below is not between near-zero outputs
+        torch.testing.assert_close(logits, reference(x), atol=1e-5, rtol=0)
+        torch.testing.assert_close(ours.forward_features(x), reference.forward_features(x), atol=1e-5, rtol=0)
+    # and the other way round: timm's random weights load into ours
+    fresh = build_ours()
+    fresh.load_state_dict(reference.state_dict(), strict=True)
+    fresh.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(fresh(x), reference(x), atol=1e-5, rtol=0)
+    return ours
+
+
+def assert_costs_like_study_vit(name: str, arch_args: dict, within: float = 0.1) -> tuple[float, float]:
+    """Model ``name`` with ``arch_args`` has parameters and forward FLOPs each within ``within`` (a share) of those
+    of params.yaml's ``vit`` model, both built for params.yaml's dataset; returns the two ratios."""
+    from study.config import INPUT_SHAPES, NUM_CLASSES, load_params
+    from study.models import build_model
+    from study.models.cost import count_parameters, forward_flops
+
+    params = load_params(ROOT / "params.yaml")
+    (side, channels), classes = INPUT_SHAPES[params.data.dataset], NUM_CLASSES[params.data.dataset]
+    vit = params.models["vit"]
+    costs = [(count_parameters(model), forward_flops(model, side, channels))
+             for model in (build_model(vit.arch, classes, side, channels, **vit.arch_args),
+                           build_model(name, classes, side, channels, **arch_args))]
+    (vit_params, vit_flops), (params_, flops) = costs
+    ratios = params_ / vit_params, flops / vit_flops
+    assert all(abs(ratio - 1) <= within for ratio in ratios), f"{name}: (params, FLOPs) / the ViT's = {ratios}"
+    return ratios
+
+
 # --- the smoke study, run once per test session -----------------------------------------------------
-
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def copy_project(dest: Path) -> Path:
     """A fresh git + DVC working copy of this project (tracked and untracked, not ignored, files)."""

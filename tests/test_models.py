@@ -8,6 +8,11 @@ import torch.nn.functional as F
 from timm.models.deit import VisionTransformerDistilled as TimmDistilled
 from timm.models.vision_transformer import VisionTransformer as TimmViT
 
+from conftest import assert_parity_both_ways
+from conftest import assert_same_state_dict_layout as _assert_same_state_dict_layout
+from conftest import random_images as _images
+from conftest import randomize_parameters as _randomize
+
 from study.errors import StudyError
 from study.models import MODEL_NAMES, attention_probs, build_model, representations
 from study.models.cost import cost_table, count_parameters, forward_flops
@@ -24,56 +29,15 @@ VIT_CONFIGS = [
 DEIT_CONFIG = dict(img_size=28, patch_size=4, in_chans=1, num_classes=10, embed_dim=32, depth=2, num_heads=2)
 SMALL_VIT = dict(patch_size=7, embed_dim=32, depth=2, num_heads=2)
 SHAPES = [(28, 1), (32, 3), (8, 1)]  # (image side, channels)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Run on one intra-op thread: on a busy 2-core CI box, two OpenMP threads waiting at barriers for a
-    stolen core made the training tests 20x slower; one thread keeps this file's time predictable."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-def _randomize(model: torch.nn.Module, seed: int = 0) -> None:
-    """Non-zero random weights everywhere (also biases, norms, tokens), so parity is not trivially zero."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.1)
-
-
-def _images(in_chans: int, size: int, batch: int = 4, seed: int = 1) -> torch.Tensor:
-    return torch.randn(batch, in_chans, size, size, generator=torch.Generator().manual_seed(seed))
-
-
-def _assert_same_state_dict_layout(ours: torch.nn.Module, reference: torch.nn.Module) -> None:
-    ours_shapes = {key: tuple(value.shape) for key, value in ours.state_dict().items()}
-    reference_shapes = {key: tuple(value.shape) for key, value in reference.state_dict().items()}
-    assert ours_shapes == reference_shapes
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.one_thread
 
 
 @pytest.mark.parametrize("config", VIT_CONFIGS)
 def test_vit_matches_timm(config):
     torch.manual_seed(0)
-    ours, reference = VisionTransformer(**config), TimmViT(**config)
-    _assert_same_state_dict_layout(ours, reference)
-    _randomize(ours)
-    reference.load_state_dict(ours.state_dict(), strict=True)
-    ours.eval(), reference.eval()
-    x = _images(config["in_chans"], config["img_size"])
-    with torch.no_grad():
-        logits = ours(x)
-        assert logits.std() > 1e-2  # the comparison below is not between near-zero outputs
-        torch.testing.assert_close(logits, reference(x), atol=1e-5, rtol=0)
-        torch.testing.assert_close(ours.forward_features(x), reference.forward_features(x), atol=1e-5, rtol=0)
-    # and the other way round: timm's random weights load into ours
-    fresh = VisionTransformer(**config)
-    fresh.load_state_dict(reference.state_dict(), strict=True)
-    fresh.eval()
-    with torch.no_grad():
-        torch.testing.assert_close(fresh(x), reference(x), atol=1e-5, rtol=0)
+    reference = TimmViT(**config)
+    ours = assert_parity_both_ways(lambda: VisionTransformer(**config), reference,
+                                   _images(config["in_chans"], config["img_size"]))
     assert ours.num_prefix_tokens == reference.num_prefix_tokens == 1
     assert ours.patch_embed.grid_size == reference.patch_embed.grid_size
     assert ours.patch_embed.num_patches == reference.patch_embed.num_patches
@@ -237,7 +201,7 @@ def test_every_registry_name_builds_and_runs(name, size, channels):
     ("resnet8", 28, 1, {"patch_size": 4}, "unknown override 'patch_size'"),
     ("resnet18", 4, 1, {}, "too small"),
     ("resnet8", 2, 1, {}, "too small"),
-    ("convnet", 28, 1, {}, "unknown model 'convnet'.*vit, deit, resnet18, resnet8, resnet20"),
+    ("convnet", 28, 1, {}, "unknown model 'convnet'.*vit, deit, convit, vit_convstem, resnet18, resnet8, resnet20"),
     ("timm:not_a_model", 28, 1, {}, "unknown timm model"),
     ("timm:resnet10t", 28, 1, {"pretrained": True}, "pretrained"),
     ("timm:resnet10t", 28, 1, {"bogus": 1}, "unknown override"),

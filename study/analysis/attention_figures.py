@@ -179,3 +179,29 @@ def _show_image(ax: Axes, picture: np.ndarray) -> None:
 def _unit_range(grid: np.ndarray) -> np.ndarray:
     low, high = float(grid.min()), float(grid.max())
     return np.zeros_like(grid) if math.isclose(high, low) else (grid - low) / (high - low)
+
+
+def gates_figure(summary: pd.DataFrame) -> Figure:
+    """ConViT's head-mean gate σ(λ) (the weight on positional attention) against training images, one line per GPSA
+    block, one panel per model, with the t-interval over seeds as error bars; the initial gate σ(1) dashed.
+
+    Columns: ``model``, ``block``, ``train_images``, ``gate_mean``, ``ci_low``, ``ci_high``."""
+    require_columns(summary, {"model", "block", "train_images", "gate_mean", "ci_low", "ci_high"}, "gates_figure")
+    models = sorted(summary["model"].unique())
+    with paper_style(grid=True):
+        fig = Figure(figsize=(SINGLE_COLUMN_IN * min(len(models), 2), SINGLE_COLUMN_IN * 0.8), layout="constrained")
+        axes = fig.subplots(1, len(models), squeeze=False, sharey=True)[0]
+        for ax, model in zip(axes, models):
+            mine = summary[summary["model"] == model]
+            for block, g in mine.groupby("block", sort=True):
+                g = g.sort_values("train_images")
+                ax.errorbar(g["train_images"], g["gate_mean"],
+                            yerr=[g["gate_mean"] - g["ci_low"], g["ci_high"] - g["gate_mean"]],
+                            marker="o", markersize=3, capsize=2, linewidth=1, label=f"block {block}")
+            ax.axhline(1 / (1 + math.exp(-1)), color="0.3", linestyle="--", linewidth=0.8)  # σ(λ = 1) at init
+            ax.set_xscale("log")
+            ax.set_xlabel("training images")
+            ax.set_title(model)
+        axes[0].set_ylabel("gate σ(λ), mean over heads")
+        axes[0].legend(frameon=False, fontsize="small")
+    return fig

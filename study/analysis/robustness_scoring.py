@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from study.analysis.probes import corrupt, half_cell_offset, occlusion, prediction_change, rearrangement, translation
+from study.data.scramble import Scramble, scramble_images, setting_scramble
 from study.models import is_transformer
 from study.train.batches import normalise
 from study.train.spec import RunSpec
@@ -126,6 +127,7 @@ class _Scorer:
     mean: Tensor
     std: Tensor
     channels_last: bool
+    scramble: Scramble | None = None  # a scrambled run sees every probed image through its scramble
     seconds: float = 0.0
 
 
@@ -155,8 +157,9 @@ def score_runs(models: dict[RunKey, tuple[nn.Module, RunSpec]], images: np.ndarr
         channels_last = not is_transformer(model)
         if channels_last:
             model = model.to(memory_format=torch.channels_last)
+        scramble = None if spec.scramble is None else setting_scramble(spec.scramble, spec.image_size, spec.image_size)
         scorers[key] = _Scorer(model.eval(), torch.tensor(spec.mean, device=device),
-                               torch.tensor(spec.std, device=device), channels_last)
+                               torch.tensor(spec.std, device=device), channels_last, scramble)
     kept = {c.key for c in conditions if c.probe == CLEAN or (c.probe == TRANSLATION and c.level == 1)}
     source = torch.from_numpy(np.array(images, dtype=np.uint8))  # (N, H, W, C), CPU; a copy: inputs may be read-only maps
     truth = torch.from_numpy(np.array(labels, dtype=np.int64)).to(device)
@@ -166,12 +169,15 @@ def score_runs(models: dict[RunKey, tuple[nn.Module, RunSpec]], images: np.ndarr
         parts: dict[RunKey, list[Tensor]] = {key: [] for key in scorers}
         for start in range(0, len(source), batch_size):
             tic = time.perf_counter()
-            batch = condition.apply(source[start:start + batch_size], start).to(device)
+            probed = condition.apply(source[start:start + batch_size], start)  # (B, H, W, C) uint8, CPU
+            batch = probed.to(device)
             making[condition.probe] = making.get(condition.probe, 0.0) + time.perf_counter() - tic
             y = truth[start:start + batch_size]
             for key, scorer in scorers.items():
                 tic = time.perf_counter()
-                predicted = predict(scorer.model, batch, scorer.mean, scorer.std, scorer.channels_last, autocast)
+                seen = batch if scorer.scramble is None else torch.from_numpy(
+                    scramble_images(probed.numpy(), scorer.scramble)).to(device)  # the probe acts on the world
+                predicted = predict(scorer.model, seen, scorer.mean, scorer.std, scorer.channels_last, autocast)
                 correct[key] += int((predicted == y).sum())
                 scorer.seconds += time.perf_counter() - tic
                 if condition.key in kept:

@@ -57,8 +57,13 @@ def load_models(runs: pd.DataFrame, seed: int, device: torch.device, weights: st
 
 
 def normalised_images(images, spec: RunSpec, device: torch.device) -> torch.Tensor:
-    """uint8 (N, H, W, C) -> float (N, C, H, W) normalised as the model was trained."""
+    """uint8 (N, H, W, C) -> float (N, C, H, W) normalised as the model was trained, and scrambled first if it was
+    trained on scrambled images (the same fixed scramble: the model sees the world through it)."""
+    from study.data.scramble import scramble_images, setting_scramble
     from study.train.batches import normalise
+
+    if spec.scramble is not None:
+        images = scramble_images(np.asarray(images), setting_scramble(spec.scramble, *np.shape(images)[1:3]))
 
     x = torch.from_numpy(np.array(images, dtype=np.uint8)).to(device)  # copy: inputs may be read-only maps
     mean = torch.tensor(spec.mean, device=device)

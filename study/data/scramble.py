@@ -87,6 +87,16 @@ def draw_scramble(height: int, width: int, cell: int, seed: int) -> Scramble:
     return Scramble(cell=cell, grid=grid, seed=seed, cells=cells, pixels=pixels)
 
 
+def scramble_setting(scramble: Scramble) -> dict[str, int]:
+    """What a run records of its scramble (``RunSpec.scramble``): enough for :func:`setting_scramble` to redraw it."""
+    return {"cell": scramble.cell, "seed": scramble.seed}
+
+
+def setting_scramble(setting: dict[str, int], height: int, width: int) -> Scramble:
+    """The scramble a run recorded (:func:`scramble_setting`), redrawn for ``height×width`` images."""
+    return draw_scramble(height, width, int(setting["cell"]), int(setting["seed"]))
+
+
 def scramble_images(images: np.ndarray, scramble: Scramble) -> np.ndarray:
     """Scrambled copy of ``images`` (N, H, W, C), any dtype: cells and in-cell pixels permuted."""
     return _gather(images, scramble, scramble.cells, scramble.pixels)
@@ -157,4 +167,5 @@ def permute_vit_for(scramble: Scramble, model: nn.Module) -> nn.Module:
     return permuted
 
 
-__all__ = ["Scramble", "draw_scramble", "permute_vit_for", "scramble_images", "unscramble_images"]
+__all__ = ["Scramble", "draw_scramble", "permute_vit_for", "scramble_images", "scramble_setting", "setting_scramble",
+           "unscramble_images"]

@@ -7,6 +7,9 @@ a forward pass. Names:
 
 * ``vit``, ``deit`` — the study's ViT and distilled ViT (:mod:`study.models.vit`, :mod:`study.models.deit`);
   defaults are ViT-Tiny-like at patch 4 (``VIT_DEFAULTS``).
+* ``convit`` — ConViT (d'Ascoli et al., 2021; :mod:`study.models.convit`): the ViT with gated positional
+  self-attention in its first ``local_up_to_layer`` blocks (default 10 of 12, the paper's).
+* ``vit_convstem`` — the ViT with Xiao et al.'s (2021) convolutional stem (:mod:`study.models.convstem`).
 * ``resnet18``, ``resnet8``, ``resnet20`` — small-image ResNets (:mod:`study.models.resnet`).
 * ``timm:<name>`` — any timm architecture, randomly initialised (never downloaded). Such models have no
   explicit attention maps; :func:`representations` falls back to timm's ``forward_intermediates``
@@ -24,17 +27,30 @@ import torch
 from torch import Tensor, nn
 
 from study.errors import StudyError
+from study.models.convit import ConViT
+from study.models.convstem import ConvStemViT
 from study.models.deit import DistilledVisionTransformer
 from study.models.resnet import CifarResNet, SmallImageResNet18, check_image_size, resnet8, resnet18, resnet20
 from study.models.vit import VisionTransformer
 
-MODEL_NAMES = ("vit", "deit", "resnet18", "resnet8", "resnet20")
+MODEL_NAMES = ("vit", "deit", "convit", "vit_convstem", "resnet18", "resnet8", "resnet20")
+# The study's ViT family: token sequences with a patch grid, explicit attention and a class token.
+VIT_FAMILY = ("vit", "deit", "convit", "vit_convstem")
 TIMM_PREFIX = "timm:"
 
 # ViT-Tiny's width/depth/heads (Touvron et al., 2021, Table 1) with patch 4, the usual CIFAR patch size.
 VIT_DEFAULTS: dict[str, Any] = {"patch_size": 4, "embed_dim": 192, "depth": 12, "num_heads": 3, "mlp_ratio": 4.0}
 _VIT_OVERRIDES = frozenset(VIT_DEFAULTS) | {"qkv_bias", "global_pool", "drop_rate", "pos_drop_rate",
                                              "proj_drop_rate", "attn_drop_rate", "drop_path_rate"}
+# ConViT-Ti/S/B (d'Ascoli et al., 2021; timm's convit_tiny/small/base): GPSA in 10 of 12 blocks, α = 1.
+CONVIT_DEFAULTS: dict[str, Any] = {"local_up_to_layer": 10, "locality_strength": 1.0}
+# name -> (class, its defaults beyond VIT_DEFAULTS, allowed override keywords)
+_VITS: dict[str, tuple[type[VisionTransformer], dict[str, Any], frozenset[str]]] = {
+    "vit": (VisionTransformer, {}, _VIT_OVERRIDES),
+    "deit": (DistilledVisionTransformer, {}, _VIT_OVERRIDES),
+    "convit": (ConViT, CONVIT_DEFAULTS, _VIT_OVERRIDES | set(CONVIT_DEFAULTS)),
+    "vit_convstem": (ConvStemViT, {}, _VIT_OVERRIDES | {"stem_channels"}),
+}
 # name -> (builder, smallest image side, allowed override keywords)
 _RESNETS: dict[str, tuple[Callable[..., nn.Module], int, frozenset[str]]] = {
     "resnet18": (resnet18, SmallImageResNet18.min_image_size, frozenset({"zero_init_residual"})),
@@ -55,11 +71,11 @@ def build_model(name: str, num_classes: int, image_size: int, in_chans: int, **o
             raise StudyError(f"{label} must be a positive integer, got {value!r}")
     if name.startswith(TIMM_PREFIX):
         return _build_timm(name[len(TIMM_PREFIX):], num_classes, image_size, in_chans, overrides)
-    if name in ("vit", "deit"):
-        _check_overrides(name, overrides, _VIT_OVERRIDES)
-        model_class = VisionTransformer if name == "vit" else DistilledVisionTransformer
+    if name in _VITS:
+        model_class, defaults, allowed = _VITS[name]
+        _check_overrides(name, overrides, allowed)
         return model_class(img_size=image_size, in_chans=in_chans, num_classes=num_classes,
-                           **{**VIT_DEFAULTS, **overrides})
+                           **{**VIT_DEFAULTS, **defaults, **overrides})
     if name in _RESNETS:
         builder, min_image_size, allowed = _RESNETS[name]
         _check_overrides(name, overrides, allowed)
@@ -145,7 +161,7 @@ def representations(model: nn.Module, x: Tensor) -> dict[str, Tensor]:
 
 
 def is_transformer(model: nn.Module) -> bool:
-    """Whether ``model`` is of the ViT family (the study's ViT and DeiT, timm's ViTs): a token sequence with
+    """Whether ``model`` is of the ViT family (the study's ``VIT_FAMILY``, timm's ViTs): a token sequence with
     prefix tokens, read by the attention analyses and fed NCHW. Everything else is treated as a CNN (NHWC)."""
     return hasattr(model, "num_prefix_tokens")  # timm's attribute for class/distillation tokens; no CNN has it
 
@@ -156,11 +172,16 @@ def is_distilled(model: nn.Module) -> bool:
 
 
 def attention_probs(model: nn.Module, x: Tensor) -> list[Tensor]:
-    """Per-block softmax attention ``(B, heads, T, T)``; only the study's ``vit`` and ``deit`` have it."""
+    """Per-block softmax attention ``(B, heads, T, T)``; only the study's ViT family has it (``VIT_FAMILY``).
+
+    For ``convit``'s GPSA blocks it is the gated mix of content and positional attention, with the class
+    token, which joins later, as a token at rest (see :mod:`study.models.convit`).
+    """
     if not isinstance(model, VisionTransformer):
-        raise StudyError(f"attention maps need the study's 'vit' or 'deit', not {type(model).__name__}")
+        raise StudyError(f"attention maps need one of the study's {', '.join(VIT_FAMILY)}, "
+                         f"not {type(model).__name__}")
     return model.attention_probs(x)
 
 
-__all__ = ["MODEL_NAMES", "TIMM_PREFIX", "VIT_DEFAULTS", "attention_probs", "build_model", "is_distilled",
-           "is_transformer", "representations"]
+__all__ = ["CONVIT_DEFAULTS", "MODEL_NAMES", "TIMM_PREFIX", "VIT_DEFAULTS", "VIT_FAMILY", "attention_probs",
+           "build_model", "is_distilled", "is_transformer", "representations"]

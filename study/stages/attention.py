@@ -12,7 +12,9 @@ import pandas as pd
 
 from study import runtime
 from study.analysis import attention_study as A
-from study.analysis.attention_figures import attention_distance_plot, attention_maps_figure, attention_maps_frame
+from study.analysis import gates as G
+from study.analysis.attention_figures import (attention_distance_plot, attention_maps_figure, attention_maps_frame,
+                                             gates_figure)
 from study.analysis.figure_style import save_figure
 from study.analysis.runs import analysis_images, collect_runs, load_models
 from study.config import Params
@@ -40,7 +42,8 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
                for (name, fraction), loaded in load_models(runs, seed, device).items()
                if is_transformer(loaded[0])}
     if not trained:
-        raise StudyError("attention: no ViT-family model among the runs; add a 'vit' or 'deit' model")
+        raise StudyError("attention: no ViT-family model among the runs; add a 'vit', 'deit', 'convit' or "
+                         "'vit_convstem' model")
     fractions = sorted({f for _, _, f, _ in trained})
     measured = {name for name, _, _, _ in trained}
     pairs = [(x, y) for x, y in model_pairs(params.trained_models) if x in measured and y in measured]
@@ -64,6 +67,10 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
            for f in dict.fromkeys([smallest, full])], ignore_index=True)
     shown = images[: a.attention.show]
     share, pct = A.LOCAL_SHARE, f"{conf:.0%}"
+    # ConViT's gates (none for the other models): per run, and how they move from the smallest fraction to the largest
+    gates = G.gate_rows({(name, fraction, seed): model for (name, _, fraction, seed), (model, _) in trained.items()})
+    sizes = runs.groupby("fraction")["train_images"].first()
+    gate_summary = G.gate_summary(gates, conf).assign(train_images=lambda d: d["fraction"].map(sizes))
     with atomic_dir(figures) as tmp:
         save_figure(attention_distance_plot(shown_states, columns="condition", local_share=share),
                     tmp / "attention_distance", shown_states)
@@ -79,6 +86,8 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
                     fig.suptitle(f"{name}: {token}-token attention, {block} block, and rollout")
                     save_figure(fig, tmp / f"attention_maps_{name}_{token}_{block}",
                                 attention_maps_frame(m[block], m["rollout"], titles))
+        if not gates.empty:
+            save_figure(gates_figure(gate_summary), tmp / "gates", gate_summary)
     with atomic_dir(tables) as tmp:
         write_table(heads, tmp / "attention_heads_seeds",
                     "Mean attention distance (px) and entropy (nats) of every head, per run; state init = the "
@@ -98,6 +107,15 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
                     f"One model's attention distance minus another's (most local head; mean over heads) per state, "
                     f"fraction and layer, paired by seed: mean, {pct} t-interval, and the interval Holm-adjusted over "
                     "each pair and measure; equivalence bound where it includes 0.", 3)
+        if not gates.empty:
+            write_table(gates, tmp / "gates_runs", "ConViT: the gate σ(λ) of every GPSA block and head per run (the "
+                        "weight on positional attention; σ(1) = 0.731 at initialisation).", 4)
+            write_table(gate_summary, tmp / "gates", f"ConViT: head-mean gate per block and fraction, mean and {pct} "
+                        "t-interval over seeds.", 4)
+            write_table(G.gate_contrasts(gates, conf), tmp / "gate_contrasts", "ConViT: head-mean gate at the largest "
+                        "fraction minus the smallest, per block, paired by seed; intervals Holm-adjusted across a "
+                        "model's blocks; negative = the gates open (less positional); equivalence bound where an "
+                        "interval includes 0.", 4)
         write_table(per_layer, tmp / "attention_distance",
                     "Mean attention distance (pixels) per layer, averaged over heads and seeds (trained models).", 2)
     return (f"attention: {len(trained)} ViT-family runs + {len(initial)} initialisations, distances over "

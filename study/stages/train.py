@@ -13,9 +13,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
+
 from study import runtime
 from study.config import BudgetParams, Params
 from study.data.prepared import read_prepared, sha256
+from study.data.scramble import draw_scramble, scramble_images, scramble_setting
 from study.data.subsets import read_subset
 from study.errors import StudyError
 from study.models import build_model, is_transformer
@@ -75,12 +78,21 @@ def run(params: Params, model_name: str, fraction: float, seed: int, prepared: P
     full_images = len(data.train_labels) - len(val_idx)
     budget = scaled_budget(params.budget, len(train_idx), full_images, budget_factor)
 
+    # The data condition: a scrambled model sees every image, train, validation and test, through one fixed scramble.
+    scramble = None
+    if recipe_params.scramble is not None:
+        scramble = draw_scramble(data.image_size, data.image_size, recipe_params.scramble.cell, recipe_params.scramble.seed)
+
+    def view(images):
+        return images if scramble is None else scramble_images(np.asarray(images), scramble)
+
     model = build_model(recipe_params.arch, data.num_classes, data.image_size, data.in_chans, **recipe_params.arch_args)
     spec = RunSpec(
         model_name=model_name, arch=recipe_params.arch, arch_args=dict(recipe_params.arch_args),
         num_classes=data.num_classes, image_size=data.image_size, in_chans=data.in_chans,
         fraction=fraction, seed=seed, params=count_parameters(model),
         forward_flops=forward_flops(model, data.image_size, data.in_chans), budget_factor=budget_factor,
+        scramble=None if scramble is None else scramble_setting(scramble),
     )
     loss_fn = LabelLoss(recipe_params.label_smoothing)
     distill = params.distill if params.distill and model_name == params.distill.student else None
@@ -101,9 +113,9 @@ def run(params: Params, model_name: str, fraction: float, seed: int, prepared: P
     )
     metrics_out = train_run(
         model=model, spec=spec, recipe=recipe, budget=budget,
-        train=(data.train_images[train_idx], data.train_labels[train_idx]),
-        validation=(data.train_images[val_idx], data.train_labels[val_idx]),
-        test=(data.test_images, data.test_labels),
+        train=(view(data.train_images[train_idx]), data.train_labels[train_idx]),
+        validation=(view(data.train_images[val_idx]), data.train_labels[val_idx]),
+        test=(view(data.test_images), data.test_labels),
         seed=seed, augmentation=augmentation, device=device, loss_fn=loss_fn,
         channels_last=not is_transformer(model), compile_model=params.train.compile,
         precision=params.train.precision, eval_batch_size=params.train.eval_batch_size,

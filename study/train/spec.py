@@ -46,6 +46,9 @@ class RunSpec:
     std: tuple[float, ...] = field(default=())
     # The study's budget (budget.epochs and budget.min_steps) times this; > 1 for the budget check's longer runs.
     budget_factor: float = 1.0
+    # The scrambled data condition it was trained on ({"cell": .., "seed": ..}: study.data.scramble redraws the
+    # permutations from them); None = natural images. Every analysis feeds the run its images scrambled the same way.
+    scramble: Mapping[str, int] | None = None
 
     def with_normalisation(self, mean: list[float], std: list[float]) -> RunSpec:
         return replace(self, mean=tuple(mean), std=tuple(std))
@@ -55,7 +58,7 @@ class RunSpec:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("distill", "teacher_forward_flops") and value is None:
+            if f.name in ("distill", "teacher_forward_flops", "scramble") and value is None:
                 continue
             if f.name in ("mean", "std") and not value:
                 continue
@@ -65,7 +68,7 @@ class RunSpec:
                 value = {g.name: getattr(value, g.name) for g in fields(value)}
             elif isinstance(value, tuple):
                 value = list(value)
-            elif f.name == "arch_args":
+            elif f.name in ("arch_args", "scramble"):
                 value = dict(value)
             out[f.name] = value
         return out
@@ -84,4 +87,6 @@ class RunSpec:
         for key in ("mean", "std"):
             values[key] = tuple(values.get(key, ()))
         values["arch_args"] = dict(values["arch_args"])
+        if values.get("scramble") is not None:
+            values["scramble"] = dict(values["scramble"])
         return cls(**values)
