@@ -338,7 +338,8 @@ def _check_cross_references(p: Params, source: str) -> None:
 def _check_scramble(p: Params, source: str) -> None:
     """Every scrambled model of a study sees the same scramble (so their results compare), whose cell divides the
     images; distillation stays on natural images (its teacher labels the student's views as they are)."""
-    scrambled = {name: m.scramble for name, m in p.models.items() if m.scramble is not None and name in p.trained_models}
+    scrambled = {name: m.scramble for name, m in p.models.items()
+                 if m.scramble is not None and name in p.trained_models}
     if not scrambled:
         return
     side = INPUT_SHAPES[p.data.dataset][0]

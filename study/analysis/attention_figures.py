@@ -196,7 +196,8 @@ def gates_figure(summary: pd.DataFrame) -> Figure:
             for block, g in mine.groupby("block", sort=True):
                 g = g.sort_values("train_images")
                 ax.errorbar(g["train_images"], g["gate_mean"],
-                            yerr=[g["gate_mean"] - g["ci_low"], g["ci_high"] - g["gate_mean"]],
+                            yerr=[(g["gate_mean"] - g["ci_low"]).clip(lower=0),  # float noise when seeds agree
+                                  (g["ci_high"] - g["gate_mean"]).clip(lower=0)],
                             marker="o", markersize=3, capsize=2, linewidth=1, label=f"block {block}")
             ax.axhline(1 / (1 + math.exp(-1)), color="0.3", linestyle="--", linewidth=0.8)  # σ(λ = 1) at init
             ax.set_xscale("log")

@@ -79,9 +79,9 @@ def run(params: Params, model_name: str, fraction: float, seed: int, prepared: P
     budget = scaled_budget(params.budget, len(train_idx), full_images, budget_factor)
 
     # The data condition: a scrambled model sees every image, train, validation and test, through one fixed scramble.
-    scramble = None
-    if recipe_params.scramble is not None:
-        scramble = draw_scramble(data.image_size, data.image_size, recipe_params.scramble.cell, recipe_params.scramble.seed)
+    scramble, setting = None, recipe_params.scramble
+    if setting is not None:
+        scramble = draw_scramble(data.image_size, data.image_size, setting.cell, setting.seed)
 
     def view(images):
         return images if scramble is None else scramble_images(np.asarray(images), scramble)
