@@ -231,13 +231,14 @@ def test_attention_figures_render_and_save(tmp_path, generator):
     rollout = cls_rollout_map(attention_rollout([attn, attn]), 1, (4, 4)).numpy()
     images = torch.rand(2, 3, 16, 16, generator=generator).numpy()  # (N, C, H, W)
     maps = attention_maps_figure(images, heads, rollout, ["cat", "ship"])
-    assert len(maps.axes) == 2 * (3 + 2)
+    assert len(maps.axes) == 2 * (3 + 2) + 1  # and the colour bar
+    assert "scaled per map" in maps.axes[-1].get_ylabel()
     frame = attention_maps_frame(heads, rollout, ["cat", "ship"])
     assert len(frame) == 2 * 4 * 16
     paths = save_figure(maps, tmp_path / "maps", frame)
     assert all(p.exists() and p.stat().st_size > 0 for p in paths)
     grey = attention_maps_figure(images[:, :1], heads, rollout, ["cat", "ship"])  # (N, 1, H, W)
-    assert len(grey.axes) == 10
+    assert len(grey.axes) == 11
     with pytest.raises(StudyError, match="titles"):
         attention_maps_figure(images, heads, rollout, ["cat"])
 

@@ -10,6 +10,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -154,6 +156,9 @@ def attention_maps_figure(
         for ax in axes.flat:
             ax.set_xticks([])
             ax.set_yticks([])
+        # every map is min-max scaled on its own: the bar reads "share of that map's range", not attention weight
+        fig.colorbar(ScalarMappable(norm=Normalize(0.0, 1.0), cmap=MAP_CMAP), ax=axes[:, 1:], shrink=0.8,
+                     label="attention, scaled per map (0 = its min, 1 = its max)")
         fig.canvas.draw()
     return fig
 

@@ -18,6 +18,7 @@ from study.report.accuracy import (convergence_sentences, crossing_sentences, fi
 from study.report.attention import attention_findings, model_contrast_sentences
 from study.report.convergence import budget_check_sentences
 from study.report.distillation import distillation_sentences, teacher_view_sentences
+from study.report.priors import gate_sentences, prior_sentences, priors_title, scramble_sentences
 from study.report.format import confidence_levels, percent
 from study.report.limitations import analysis_limitations, limitations
 from study.report.representations import cka_findings
@@ -66,7 +67,7 @@ def report_title(setup: dict) -> str:
     else:
         budget = f"as many images per fraction as {epochs} epochs of the full set"
     return (f"When does a Vision Transformer beat a CNN? {DATASET_NAMES.get(setup['dataset'], setup['dataset'])}, "
-            f"{data}, {budget}")
+            f"{data}, {budget}{priors_title(setup.get('arms'))}")
 
 
 def _design(header: str) -> list[str]:
@@ -104,6 +105,9 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
     mechanisms = [*cka_findings(to_full, across, reference=max(runs["fraction"])),
                   *attention_findings(layers, read_table(attention / "attention_contrasts.csv")),
                   *model_contrast_sentences(read_table(attention / "attention_model_contrasts.csv"))]
+    arms = setup.get("arms") or {"vit": None, "cnn": None, "priors": [], "twins": {}}
+    gates, gate_contrasts = read_table(attention / "gates.csv"), read_table(attention / "gate_contrasts.csv")
+    priors = [*prior_sentences(gaps, arms), *gate_sentences(gates, gate_contrasts), *scramble_sentences(gaps, arms)]
     robustness = read_robustness(tables_dir / "robustness")  # None for a study run before the stage existed
     budget_check = read_table(tables_dir / "budget_check" / "budget_check.csv")  # None: no budget check
     if budget_check is not None and budget_check.empty:
@@ -129,6 +133,8 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
         lines += ["#### Budget check", "", *_bullets(budget_check_sentences(budget_check)), ""]
     if distillation:
         lines += ["### Distillation", "", *_bullets(distillation), ""]
+    if priors:
+        lines += ["### Priors: what each buys, and what it costs on scrambled images", "", *_bullets(priors), ""]
     lines += ["### Representations and attention", "", *_bullets(mechanisms), ""]
     if robustness is not None:
         lines += ["### Where the ViT wins", "", *_bullets(robustness_findings(robustness)), ""]
@@ -175,6 +181,13 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
                       markdown_table(views), ""]
     lines += _representations_section(fig, report_dir, to_full)
     lines += _attention_section(fig, report_dir, layers)
+    if gates is not None and not gates.empty:
+        lines += ["### ConViT's gates", "",
+                  _figure(fig("attention", "gates.png"), report_dir,
+                          "Head-mean gate σ(λ) per GPSA block against training images; bars: t-interval over seeds; "
+                          "dashed: σ(1), every gate's value at initialisation."), "",
+                  markdown_table(gates), "", "Largest fraction minus smallest, paired by seed:", "",
+                  markdown_table(gate_contrasts), ""]
     if robustness is not None:
         lines += _robustness_section(fig, report_dir, robustness)
     lines += ["## Limitations", "", *_bullets(limits), "", *_provenance_section(prov)]

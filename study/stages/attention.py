@@ -18,6 +18,7 @@ from study.analysis.attention_figures import (attention_distance_plot, attention
 from study.analysis.figure_style import save_figure
 from study.analysis.runs import analysis_images, collect_runs, load_models
 from study.config import Params
+from study.data.scramble import scramble_images, setting_scramble
 from study.errors import StudyError
 from study.io import atomic_dir
 from study.models import is_transformer
@@ -78,12 +79,17 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
             if fraction != full or seed != a.seed:
                 continue
             maps = A.attention_maps(model, spec, shown, device)
-            pictures = shown.astype(np.float32) / 255.0
+            # the maps lie on the token grid the model sees: a scrambled model's are drawn over its scrambled images
+            seen = shown if spec.scramble is None else scramble_images(
+                shown, setting_scramble(spec.scramble, spec.image_size, spec.image_size))
+            pictures = seen.astype(np.float32) / 255.0
             for token, m in maps["tokens"].items():
                 for block in ("first", "last"):
                     titles = [f"test image {i}" for i in range(len(shown))]
                     fig = attention_maps_figure(pictures, m[block], m["rollout"], titles)
-                    fig.suptitle(f"{name}: {token}-token attention, {block} block, and rollout")
+                    what = "" if spec.scramble is None else " (on the scrambled images it sees)"
+                    fig.suptitle(f"{name} ({100 * fraction:g}% of the data, seed {seed}): {token}-token attention, "
+                                 f"{block} block, and rollout{what}")
                     save_figure(fig, tmp / f"attention_maps_{name}_{token}_{block}",
                                 attention_maps_frame(m[block], m["rollout"], titles))
         if not gates.empty:

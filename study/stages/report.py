@@ -21,6 +21,8 @@ from study.analysis import setup as S
 from study.analysis.cka_depth import CAPTION as CKA_DEPTH_CAPTION, across_depth_mean
 from study.config import Params
 from study.io import atomic_dir, write_json, write_text
+from study.models import VIT_FAMILY
+from study.report.priors import arms_of
 from study.report.provenance import provenance
 from study.report.render import headline_metrics, render_report
 from study.report.tables import read_table, write_table
@@ -104,6 +106,8 @@ def setup_facts(params: Params) -> dict:
         "confidence": params.analysis.curves.confidence, "min_steps": params.budget.min_steps,
         "selection": {name: dict(m.selected_on_validation) for name, m in params.models.items()},
         "distill": dataclasses.asdict(d) if d else None,
+        "arms": arms_of({name: _plain(m) for name, m in params.models.items()}, list(params.trained_models),
+                        VIT_FAMILY),
         "recipes": yaml.safe_dump({"models": {k: _plain(v) for k, v in params.models.items()},
                                    "budget": _plain(params.budget), "augment": _plain(params.train.augment)},
                                   sort_keys=False),
