@@ -71,6 +71,23 @@ def cka_heatmap(
     return cka_grid([CKAPanel(np.asarray(matrix), row_labels, col_labels, title, row_name, col_name)])
 
 
+MAX_COLUMNS = 4  # panels per row: with more, a study of many models (or pairs) wraps onto further rows
+
+
+def _panels(fig: Figure, count: int, **options) -> list[Axes]:
+    """``count`` axes in rows of at most :data:`MAX_COLUMNS`, the unused cells of the last row removed."""
+    columns = min(count, MAX_COLUMNS)
+    rows = -(-count // columns)  # ceiling division
+    axes = list(fig.subplots(rows, columns, squeeze=False, **options).flat)
+    for ax in axes[count:]:
+        ax.remove()
+    return axes[:count]
+
+
+def _rows(count: int) -> int:
+    return -(-count // MAX_COLUMNS)
+
+
 def cka_grid(panels: Sequence[CKAPanel]) -> Figure:
     """CKA heatmaps side by side (e.g. within ViT, within ResNet, ViT vs ResNet), one colour scale shared by all
     panels (:func:`outward_limits` of their values) and its colour bar."""
@@ -83,11 +100,11 @@ def cka_grid(panels: Sequence[CKAPanel]) -> Figure:
                 f"CKA panel {panel.title!r} has shape {np.shape(panel.matrix)} but {expected} labels"
             )
     width = SINGLE_COLUMN_IN if len(panels) == 1 else DOUBLE_COLUMN_IN
-    panel_width = min(width / len(panels), SINGLE_COLUMN_IN)
+    panel_width = min(width / min(len(panels), MAX_COLUMNS), SINGLE_COLUMN_IN)
     limits = outward_limits([np.asarray(panel.matrix, dtype=float) for panel in panels])
     with paper_style():
-        fig = Figure(figsize=(width, panel_width + 0.5), layout="constrained")
-        axes = fig.subplots(1, len(panels), squeeze=False)[0]
+        fig = Figure(figsize=(width, (panel_width + 0.5) * _rows(len(panels))), layout="constrained")
+        axes = _panels(fig, len(panels))
         for ax, panel in zip(axes, panels):
             image = _draw_cka(ax, panel, limits)
         colorbar = fig.colorbar(image, ax=list(axes), shrink=0.8)
@@ -157,8 +174,8 @@ def cka_to_reference(df: pd.DataFrame, ceiling: pd.DataFrame | None = None, refe
               "chance": ("0.45", ":", "two initialisations\n(chance)")}
     low, _ = outward_limits([df["cka"].to_numpy(), *(frame["cka"].to_numpy() for frame in levels.values())])
     with paper_style(grid=True):
-        fig = Figure(figsize=(width, 2.6), layout="constrained")
-        axes = fig.subplots(1, len(models), squeeze=False, sharey=True)[0]
+        fig = Figure(figsize=(width, 2.6 * _rows(len(models))), layout="constrained")
+        axes = _panels(fig, len(models), sharey=True)
         for ax, model in zip(axes, models):
             subset = _of_model(df, model)
             for fraction in fractions:
@@ -172,7 +189,8 @@ def cka_to_reference(df: pd.DataFrame, ceiling: pd.DataFrame | None = None, refe
             ax.set_title("" if model is None else str(model))
             ax.set_xlim(-0.02, 1.02)
             ax.set_ylim(low, 1.0 + SCALE_STEP / 2)
-        axes[0].set_ylabel("CKA to full-data model" if reference >= 1.0 else f"CKA to {100 * reference:g}%-data model")
+        for ax in axes[::MAX_COLUMNS]:  # the first panel of every row
+            ax.set_ylabel("CKA to full-data model" if reference >= 1.0 else f"CKA to {100 * reference:g}%-data model")
         axes[-1].legend(title="Training data", frameon=False, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         fig.canvas.draw()
     return fig
@@ -219,12 +237,14 @@ def cka_across_depth(summary: pd.DataFrame) -> Figure:
     columns = ["cka_mean", "ci_low", "ci_high", "ceiling_a", "ceiling_b", "chance_mean"]
     low, _ = outward_limits([summary[c].to_numpy(dtype=float) for c in columns])
     with paper_style(grid=True):
-        fig = Figure(figsize=(DOUBLE_COLUMN_IN if len(pairs) > 1 else SINGLE_COLUMN_IN, 2.4), layout="constrained")
-        axes = fig.subplots(1, len(pairs), squeeze=False, sharey=True)[0]
+        fig = Figure(figsize=(DOUBLE_COLUMN_IN if len(pairs) > 1 else SINGLE_COLUMN_IN, 2.4 * _rows(len(pairs))),
+                     layout="constrained")
+        axes = _panels(fig, len(pairs), sharey=True)
         for ax, ((a, b), rows) in zip(axes, pairs):
             _draw_pair(ax, rows.sort_values("relative_depth"), str(a), str(b))
             ax.set_ylim(low, 1.0 + SCALE_STEP / 2)
-        axes[0].set_ylabel("CKA at matched depth")
+        for ax in axes[::MAX_COLUMNS]:
+            ax.set_ylabel("CKA at matched depth")
         axes[-1].legend(frameon=False, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         fig.canvas.draw()
     return fig
