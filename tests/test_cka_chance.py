@@ -249,6 +249,25 @@ def test_cka_across_depth_figure_draws_pair_ceilings_chance_and_the_excluded_str
     assert paths[0].read_bytes().startswith(b"\x89PNG") and paths[1].read_bytes().startswith(b"%PDF")
 
 
+
+def test_many_pairs_wrap_onto_rows_of_at_most_four_panels():
+    """A study of 8 models has 28 pairs: in one row their panels collapse to nothing (matplotlib's warning in the
+    priors preset's first run); in rows of 4 each keeps its width."""
+    from study.analysis.cka_figures import MAX_COLUMNS
+
+    models = [f"m{i}" for i in range(6)]
+    pairs = [(a, b) for i, a in enumerate(models) for b in models[i + 1:]]  # 15 pairs -> 4 rows
+    summary = pd.concat([pd.DataFrame({"model_a": a, "model_b": b, "relative_depth": S.DEPTH_GRID,
+                                       "in_depth_mean": S.in_depth_mean(6, 4), "seeds": 3, "cka_mean": 0.7,
+                                       "ci_low": 0.65, "ci_high": 0.75, "ceiling_a": 0.9, "ceiling_b": 0.85,
+                                       "chance_mean": 0.4, "confidence": 0.95}) for a, b in pairs])
+    fig = cka_across_depth(summary)
+    assert len(fig.axes) == len(pairs) and MAX_COLUMNS == 4
+    lefts = sorted({round(ax.get_position().x0, 3) for ax in fig.axes})
+    assert len(lefts) == MAX_COLUMNS  # four columns, the rest on further rows
+    assert len({round(ax.get_position().y0, 3) for ax in fig.axes}) == 4
+    assert all(ax.get_position().width > 0.1 for ax in fig.axes)
+
 # ---------------------------------------------------------------------------------------------------
 # Report sentences
 # ---------------------------------------------------------------------------------------------------

@@ -79,6 +79,10 @@ def test_gates_are_read_from_every_gpsa_block_and_head_and_their_change_is_paire
     assert list(contrasts["block"]) == [0, 1]
     assert contrasts["difference"].tolist() == pytest.approx([-0.1, 0.0], abs=1e-12)
     summary = G.gate_summary(table, 0.95).assign(train_images=lambda d: (d["fraction"] * 1000).astype(int))
+    # every block's interval brackets its mean; block 1 at 0.2 has seed noise, so a width; block 0 has none
+    assert (summary["ci_low"] <= summary["gate_mean"]).all() and (summary["gate_mean"] <= summary["ci_high"]).all()
+    noisy = summary[(summary["block"] == 1) & (summary["fraction"] == 0.2)].iloc[0]
+    assert noisy.ci_high - noisy.ci_low == pytest.approx(2 * 4.302653 * 0.01 / np.sqrt(3), rel=1e-5)
     text = " ".join(gate_sentences(summary, contrasts))
     assert "block 0: 0.700 at 100 images, 0.600 at 200 images, falls by -0.100" in text
     assert "block 1: 0.700 at 100 images, 0.700 at 200 images, no detectable change" in text

@@ -18,7 +18,7 @@ from study.report.format import confidence_levels, interval, no_detectable, perc
 from study.report.provenance import pipeline_code
 
 ROOT = Path(__file__).resolve().parents[1]
-STUDIES = {"default": ROOT / "reports", "quick": ROOT / "reports" / "quick",
+STUDIES = {"default": ROOT / "reports", "quick": ROOT / "reports" / "quick", "priors": ROOT / "reports" / "priors",
            "distillation": ROOT / "reports" / "distillation"}
 SETUP_TABLES = ("models", "budgets", "compute", "deit_heads")  # those the report stage wrote before issue 30
 

@@ -263,6 +263,6 @@ def _draw_pair(ax: Axes, rows: pd.DataFrame, a: str, b: str) -> None:
     if not used.all():  # the points a depth mean leaves out, up to the first one it takes
         ax.axvspan(0.0, depth[used].min() if used.any() else 1.0, facecolor="none", edgecolor="0.75", hatch="///",
                    linewidth=0, zorder=0, label="not in depth mean\n(input embeddings)")
-    ax.set_title(f"{a} vs {b}")
+    ax.set_title(f"{a}\nvs {b}", fontsize="small")  # two lines: long model names share a row of panels
     ax.set_xlabel("Relative depth")
     ax.set_xlim(0, 1)

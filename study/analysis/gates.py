@@ -42,9 +42,9 @@ def gate_summary(rows: pd.DataFrame, confidence: float) -> pd.DataFrame:
     """Per model, fraction and block: the head-mean gate, mean and t-interval over seeds."""
     out = []
     for (model, fraction, block), g in _block_means(rows).groupby(["model", "fraction", "block"], sort=True):
-        mean, low, high = t_interval(g["gate"].to_numpy(), confidence)
+        mean, _, half = t_interval(g["gate"].to_numpy(), confidence)  # (mean, sd, half-width)
         out.append({"model": model, "fraction": fraction, "block": block, "seeds": len(g), "gate_mean": mean,
-                    "ci_low": low, "ci_high": high})
+                    "ci_low": mean - half, "ci_high": mean + half})
     return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
 
 

@@ -108,10 +108,18 @@ def setup_facts(params: Params) -> dict:
         "distill": dataclasses.asdict(d) if d else None,
         "arms": arms_of({name: _plain(m) for name, m in params.models.items()}, list(params.trained_models),
                         VIT_FAMILY),
-        "recipes": yaml.safe_dump({"models": {k: _plain(v) for k, v in params.models.items()},
+        "recipes": yaml.safe_dump({"models": {k: _recipe(v) for k, v in params.models.items()},
                                    "budget": _plain(params.budget), "augment": _plain(params.train.augment)},
                                   sort_keys=False),
     }
+
+
+def _recipe(model) -> dict:
+    """A model's entry as the report prints it: ``scramble`` only for a model trained on scrambled images."""
+    plain = _plain(model)
+    if plain.get("scramble") is None:
+        plain.pop("scramble", None)
+    return plain
 
 
 def _plain(obj) -> dict:
