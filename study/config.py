@@ -236,6 +236,8 @@ class Params:
     baselines: tuple[StrictStr, ...] = Field(min_length=1)  # models trained from labels alone
     models: dict[StrictStr, ModelParams] = Field(min_length=1)
     budget: BudgetParams = BudgetParams()
+    # params.yaml lists the distillations (``distill: [...]``, at most one for now) so that dvc.yaml's distill
+    # stages, a matrix over that list, vanish for ``distill: []``; parse_params hands this field the one or None.
     distill: DistillParams | None = None
     train: TrainParams = TrainParams()
     analysis: AnalysisParams = AnalysisParams()
@@ -268,6 +270,7 @@ def parse_params(raw: Any, source: str = "params") -> Params:
     if not isinstance(raw, dict):
         raise StudyError(f"{source}: expected a mapping of sections at the top level")
     _check_fraction_spelling(raw, source)
+    raw = {**raw, "distill": _one_distillation(raw, source)}
     _check_fraction_spelling(raw.get("budget_check") if isinstance(raw.get("budget_check"), dict) else {}, source,
                              "budget_check.fractions")
     try:
@@ -288,6 +291,20 @@ def _first_error(err: ValidationError, source: str) -> str:
     value = repr(first.get("input"))
     value = value if len(value) <= 60 else value[:57] + "..."
     return f"{source}: {key} = {value}: {first['msg']}"
+
+
+def _one_distillation(raw: dict, source: str) -> Any:
+    """``distill``'s list as the one distillation it holds, or None for ``[]``."""
+    example = "e.g. `distill: [{student: deit, teacher: resnet, kind: hard}]`, or `distill: []` for none"
+    if "distill" not in raw:
+        raise StudyError(f"{source}: missing key 'distill' (dvc.yaml's distill stages iterate it); add it, {example}")
+    listed = raw["distill"]
+    if not isinstance(listed, list):
+        raise StudyError(f"{source}: distill = {str(listed)[:40]!s}: must be a list of distillations (dvc.yaml's "
+                         f"distill stages iterate it); {example}")
+    if len(listed) > 1:
+        raise StudyError(f"{source}: distill lists {len(listed)} distillations; a study has at most one for now")
+    return listed[0] if listed else None
 
 
 def _check_fraction_spelling(raw: dict, source: str, key: str = "fractions") -> None:

@@ -35,7 +35,7 @@ TINY_PARAMS = {
     "fractions": [1.0],
     "seeds": [0],
     "baselines": ["resnet", "vit"],
-    "distill": {"student": "deit", "teacher": "resnet", "kind": "hard"},
+    "distill": [{"student": "deit", "teacher": "resnet", "kind": "hard"}],
     "models": {
         "resnet": {"arch": "resnet8", "arch_args": {"width": 4}, "optimizer": "sgd", "lr": 0.1},
         "vit": {"arch": "vit", "arch_args": TINY_VIT, "grad_clip": 1.0},
@@ -162,7 +162,7 @@ def test_precisions_side_by_side_each_against_its_own_peak(tmp_path, monkeypatch
     import study.bench.measure
 
     monkeypatch.setitem(study.bench.measure.PEAK_SIZE, "cpu", 64)  # CPUs without native bf16 take ~17 s a 2048² try
-    raw = {**TINY_PARAMS, "baselines": ["vit"], "distill": None, "models": {"vit": TINY_PARAMS["models"]["vit"]}}
+    raw = {**TINY_PARAMS, "baselines": ["vit"], "distill": [], "models": {"vit": TINY_PARAMS["models"]["vit"]}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     out = tmp_path / "bench.csv"
     stdout = io.StringIO()

@@ -21,7 +21,7 @@ def with_change(path: str, value):
     *parents, leaf = path.split(".")
     node = raw
     for key in parents:
-        node = node[key]
+        node = node[int(key)] if isinstance(node, list) else node[key]
     if value is ...:
         del node[leaf]
     else:
@@ -40,7 +40,10 @@ def test_presets_and_default_params_are_valid():
     for path in [ROOT / "params.yaml", *STUDY_PRESETS]:
         params = load_params(path)
         assert (1.0 in params.fractions) != (path.name in BELOW_FULL_DATA), path.name
-        assert params.trained_models[-1] == params.distill.student
+        # every study distils a student but the priors study, whose arms are the ViT's priors (no DeiT)
+        assert (params.distill is None) == (path.name == "priors.yaml"), path.name
+        if params.distill:
+            assert params.trained_models[-1] == params.distill.student
 
 
 @pytest.mark.parametrize("path", STUDY_PRESETS, ids=lambda p: p.name)
@@ -54,6 +57,8 @@ def test_preset_models_build_and_student_matches_vit(path):
     side, channels = INPUT_SHAPES[params.data.dataset]
     for model in params.models.values():
         build_model(model.arch, NUM_CLASSES[params.data.dataset], side, channels, **model.arch_args)
+    if params.distill is None:
+        return
     # The distilled student differs from the plain ViT by its distillation token only.
     student, vit = params.models[params.distill.student], params.models["vit"]
     assert student.arch_args == vit.arch_args
@@ -82,7 +87,9 @@ def test_preset_models_build_and_student_matches_vit(path):
         ("budget.min_steps", -5, "budget.min_steps = -5"),
         ("models.vit.lr", 0.0, "models.vit.lr = 0.0"),
         ("baselines", ["resnet", "convnext"], "baselines: 'convnext' has no entry under models"),
-        ("distill.teacher", "deit", "distill.teacher = 'deit' must be one of baselines"),
+        ("distill.0.teacher", "deit", "distill.teacher = 'deit' must be one of baselines"),
+        ("distill", {"student": "deit", "teacher": "resnet"}, "must be a list of distillations"),
+        ("distill", ..., "missing key 'distill'"),
         ("data.val_fraction", 1.0, "data.val_fraction = 1.0"),
         ("data", ..., "missing key 'data'"),
         ("analysis.seed", 7, "analysis.seed = 7"),

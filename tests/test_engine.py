@@ -452,7 +452,7 @@ def test_a_failed_stage_skips_only_its_dependants_and_the_others_are_recorded(sm
     # The independent run is recorded; the failed stage and everything downstream of it are not.
     changed = {line.rstrip(":") for line in _dvc(project, "status").stdout.splitlines()
                if line and not line.startswith((" ", "\t"))}
-    assert changed == {"train@resnet-0.5-1", "distill@0.5-1", "distill_2x@0.5-1", "curves", "distillation", "cka",
+    assert changed == {"train@resnet-0.5-1", "distill@d0-0.5-1", "distill_2x@d0-0.5-1", "curves", "distillation", "cka",
                        "attention", "robustness", "budget_check", "report"}
 
     final = _study_run(project, "--address", cluster["address"], env=cluster["env"])  # the fault gone: it finishes
@@ -527,14 +527,14 @@ def _wait_for_no_commands_in(project: Path, seconds: float = 60) -> None:
 
 @pytest.mark.slow
 def test_a_stopped_or_killed_engine_resumes_without_redoing_finished_stages(smoke_study, cluster, tmp_path):
-    """The teacher and its student train again, one after the other (`study run distill@1.0-2`); the engine
+    """The teacher and its student train again, one after the other (`study run distill@d0-1.0-2`); the engine
     is stopped with SIGTERM while the teacher trains, then killed with SIGKILL while the student trains."""
     project = _copy_study(smoke_study, tmp_path / "study")
     teacher, student = project / "runs" / "resnet" / "f1.0_s2", project / "runs" / "deit" / "f1.0_s2"
     for run in (teacher, student):
         shutil.rmtree(run)
     logs = project / ".dvc" / "tmp" / "study-run"
-    args = ["--address", cluster["address"], "distill@1.0-2"]
+    args = ["--address", cluster["address"], "distill@d0-1.0-2"]
 
     # SIGTERM while the teacher trains: the engine stops its command, records nothing, and exits 130.
     code, output = _start_and_stop(project, args, cluster["env"], lambda: _training_step(teacher) >= 20,
@@ -559,7 +559,7 @@ def test_a_stopped_or_killed_engine_resumes_without_redoing_finished_stages(smok
     assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
     assert "train@resnet-1.0-2" not in final.stdout  # up to date: not even planned again
     assert (teacher / "model.pt").stat().st_mtime_ns == teacher_written
-    assert "resuming at step" in (logs / "distill@1.0-2.out").read_text()
+    assert "resuming at step" in (logs / "distill@d0-1.0-2.out").read_text()
     assert_same_run(teacher, smoke_study / "runs" / "resnet" / "f1.0_s2")
     assert_same_run(student, smoke_study / "runs" / "deit" / "f1.0_s2")
-    assert "up to date" in _dvc(project, "status", "distill@1.0-2").stdout
+    assert "up to date" in _dvc(project, "status", "distill@d0-1.0-2").stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -120,12 +121,27 @@ def _metrics(run) -> dict:
     }
 
 
+def _distill_as_list(params_text: str) -> str:
+    """``params_text`` with a ``distill`` mapping, as params were written before ``distill`` became a list, in
+    today's form (one-entry list); comments and every other line unchanged."""
+    block = re.search(r"^distill:[ \t]*(#[^\n]*)?\n((?:  [^\n]*\n)+)", params_text, re.M)
+    flow = re.search(r"^distill: (\{[^}\n]*\})", params_text, re.M)
+    if flow:
+        return params_text[:flow.start(1)] + f"[{flow.group(1)}]" + params_text[flow.end(1):]
+    if block:
+        entry = yaml.safe_load(block.group(2))
+        listed = "distill: [{" + ", ".join(f"{k}: {v}" for k, v in entry.items()) + "}]"
+        comment = f"  {block.group(1)}" if block.group(1) else ""
+        return params_text[:block.start()] + listed + comment + "\n" + params_text[block.end():]
+    return params_text
+
+
 def _project(committed: Path, tmp: Path) -> Path:
     """A project in ``tmp`` holding what the report stage reads: the committed study's parameters, analysis
     tables and figure names, runs rebuilt from its run table (with stand-in weights), this checkout's code
     and dvc.yaml, and a stand-in data manifest."""
     provenance = json.loads((committed / "provenance.json").read_text())
-    (tmp / "params.yaml").write_text(provenance["params"])
+    (tmp / "params.yaml").write_text(_distill_as_list(provenance["params"]))
     shutil.copy(ROOT / "dvc.yaml", tmp / "dvc.yaml")
     shutil.copytree(ROOT / "study", tmp / "study", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (tmp / "data" / "prepared").mkdir(parents=True)

@@ -119,7 +119,7 @@ def test_without_a_robustness_section_the_grid_is_the_vits_patch_grid():
     digits["models"]["vit"]["arch_args"]["patch_size"] = digits["models"]["deit"]["arch_args"]["patch_size"] = 1
     assert rearrangement_grids(parse_params(digits)) == (2, 4, 8)  # with the 1-px patches' 8x8 grid
     no_vit = copy.deepcopy(raw)
-    no_vit.update(baselines=["resnet"], distill=None)
+    no_vit.update(baselines=["resnet"], distill=[])
     no_vit["models"] = {"resnet": no_vit["models"]["resnet"]}
     with pytest.raises(StudyError, match="occlusion.grid: no ViT-family model"):
         parse_params(no_vit)

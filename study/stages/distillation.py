@@ -13,7 +13,6 @@ from study.analysis.curves import paired_gaps
 from study.analysis.runs import collect_runs
 from study.analysis.teacher_views import teacher_view_runs, teacher_view_table
 from study.config import Params
-from study.errors import StudyError
 from study.io import atomic_dir
 from study.report.tables import write_table
 from study.stages import configured
@@ -31,7 +30,12 @@ def main(args: argparse.Namespace) -> str:
 def run(params: Params, runs_dir: Path, tables: Path) -> str:
     d, conf = params.distill, params.analysis.curves.confidence
     if d is None or d.kind == "none":
-        raise StudyError("distillation: params has no distillation (distill.kind none); remove the stage or set distill")
+        # A study without a distilled student (distill: [] or kind none): no tables, which the report reads as "no
+        # distillation"; the stage stays in the pipeline so that every preset shares one dvc.yaml, and writes a
+        # note rather than an empty folder, which git (the folder is committed with the report) would not keep.
+        with atomic_dir(tables) as tmp:
+            (tmp / "NONE.md").write_text("This study distils no student (params.yaml: `distill: []`).\n")
+        return f"distillation: the study distils no student (params' distill) -> empty {tables}"
     runs = collect_runs(runs_dir)
     students = [d.student, *(m for m in params.baselines if m != d.teacher)]
     per_run = A.agreement_runs(runs, d.teacher, students)
