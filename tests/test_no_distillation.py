@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import dvc
 from study.config import parse_params
 from study.errors import StudyError
 from study.report.tables import read_table
@@ -62,3 +63,22 @@ def test_distill_must_be_a_list_of_at_most_one(listed, message):
     raw["distill"] = listed
     with pytest.raises(StudyError, match=message):
         parse_params(raw, source="params.yaml")
+
+
+def test_the_smoke_study_without_its_student_repro_cleanly(smoke_study, tmp_path):
+    """The smoke study with ``distill: []`` and its student's runs removed: `dvc repro` retrains nothing, the
+    analyses and the report run without a student, and `dvc status` is then clean."""
+    project = tmp_path / "study"
+    shutil.copytree(smoke_study, project, symlinks=True, ignore=shutil.ignore_patterns("tmp"))
+    text = (project / "params.yaml").read_text()
+    (project / "params.yaml").write_text(text.replace("distill: [{student: deit, teacher: resnet, kind: hard}]",
+                                                      "distill: []"))
+    for runs in ("runs", "runs_2x"):
+        shutil.rmtree(project / runs / "deit")
+    repro = dvc("repro", cwd=project)
+    assert "Running stage 'train@" not in repro.stdout and "Running stage 'distill@" not in repro.stdout
+    report = (project / "reports" / "report.md").read_text()
+    assert "DeiT-style" not in report.split("## Findings")[0] and "\n## Distillation\n" not in report
+    assert [p.name for p in (project / "reports" / "tables" / "distillation").iterdir()] == ["NONE.md"]
+    assert "deit" not in (project / "reports" / "tables" / "curves" / "runs.csv").read_text()
+    assert "up to date" in dvc("status", cwd=project).stdout

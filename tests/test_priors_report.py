@@ -86,3 +86,18 @@ def test_gates_are_read_from_every_gpsa_block_and_head_and_their_change_is_paire
     text = " ".join(gate_sentences(summary, contrasts))
     assert "block 0: 0.700 at 100 images, 0.600 at 200 images, falls by -0.100" in text
     assert "block 1: 0.700 at 100 images, 0.700 at 200 images, no detectable change" in text
+
+
+def test_the_question_names_what_the_study_trains():
+    from study.report.render import question
+
+    default = question({"distill": {"student": "deit"}, "arms": {"vit": "vit", "cnn": "resnet", "priors": [],
+                                                                   "twins": {}}})
+    assert "We train a from-scratch ViT, a DeiT-style ViT distilled from a CNN teacher, and a ResNet under " \
+           "identical budgets on nested fractions of the training set, then compare" in default
+    priors = question({"distill": None, "arms": {"vit": "vit", "cnn": "resnet", "priors": ["convit", "vit_convstem"],
+                                                 "twins": {"resnet_scrambled": "resnet", "convit_scrambled": "convit"}}})
+    assert "DeiT" not in priors
+    assert "We train a from-scratch ViT, ViTs given a CNN's priors (convit, vit_convstem), and a ResNet" in priors
+    assert "training set, with resnet_scrambled and convit_scrambled on scrambled images, then compare" in priors
+    assert "We train a from-scratch ViT and a ResNet under" in question({"distill": None, "arms": None})
