@@ -301,7 +301,7 @@ def test_speedups_and_augment_cost_of_an_augmented_study_row():
 @pytest.mark.slow
 def test_bench_times_each_model_with_heavy_augmentation_too(tmp_path, capsys):
     tiny_vit = {"patch_size": 4, "embed_dim": 16, "depth": 1, "num_heads": 2, "mlp_ratio": 2.0}
-    raw = {"data": {"dataset": "digits"}, "fractions": [1.0], "seeds": [0], "baselines": ["resnet", "vit"],
+    raw = {"data": {"dataset": "digits"}, "fractions": [1.0], "seeds": [0], "baselines": ["resnet", "vit"], "distill": [],
            "models": {"resnet": {"arch": "resnet8", "arch_args": {"width": 4}, "optimizer": "sgd", "lr": 0.1},
                       "vit": {"arch": "vit", "arch_args": tiny_vit, "augment": {"hflip": True}}},
            "budget": {"batch_size": 8}}

@@ -235,7 +235,7 @@ def test_bench_precision_option_reaches_both_paths_and_the_peak(tmp_path, monkey
     # This CPU multiplies bf16 at about 1 GFLOP/s (no native bf16): the default 2048² peak takes ~17 s a try.
     monkeypatch.setitem(study.bench.measure.PEAK_SIZE, "cpu", 64)
     raw = {"data": {"dataset": "digits"}, "fractions": [1.0], "seeds": [0], "baselines": ["vit"],
-           "models": {"vit": {"arch": "vit", "arch_args": TINY_VIT}}, "budget": {"batch_size": 8}}
+           "distill": [], "models": {"vit": {"arch": "vit", "arch_args": TINY_VIT}}, "budget": {"batch_size": 8}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     out = tmp_path / "bench.csv"
     with contextlib.redirect_stdout(io.StringIO()) as stdout:
