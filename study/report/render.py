@@ -34,12 +34,9 @@ def question(setup: dict) -> str:
     if arms.get("priors"):
         trained.append(f"ViTs given a CNN's priors ({', '.join(arms['priors'])})")
     trained.append("a ResNet")
-    listed = ", ".join(trained[:-1]) + (", and " if len(trained) > 2 else " and ") + trained[-1]
     twins = list(arms.get("twins") or {})
-    scrambled = (f", with {', '.join(twins[:-1])} and {twins[-1]}" if len(twins) > 1 else f", with {twins[0]}"
-                 if twins else "")
-    scrambled += " on scrambled images" if twins else ""
-    return ("When does a Vision Transformer beat a convolutional network, and why? We train " + listed
+    scrambled = f", with {_and(twins, serial=False)} on scrambled images" if twins else ""
+    return ("When does a Vision Transformer beat a convolutional network, and why? We train " + _and(trained)
             + " under identical budgets on nested fractions of the training set" + scrambled
             + ", then compare accuracy, representations (CKA) and attention.")
 
@@ -66,6 +63,13 @@ def distill_description(distill: dict | None) -> str:
     soft = f" (alpha {distill['alpha']}, tau {distill['tau']})" if distill["kind"] == "soft" else ""
     return (f"`{distill['student']}` learns from `{distill['teacher']}` trained on the same fraction and seed, "
             f"{distill['kind']} distillation{soft}")
+
+
+def _and(items: list[str], serial: bool = True) -> str:
+    """"a", "a and b", "a, b, and c" (``serial``: the comma before "and" from three items on)."""
+    if len(items) < 3:
+        return " and ".join(items)
+    return ", ".join(items[:-1]) + (", and " if serial else " and ") + items[-1]
 
 
 def report_title(setup: dict) -> str:

@@ -30,12 +30,13 @@ def main(args: argparse.Namespace) -> str:
 def run(params: Params, runs_dir: Path, tables: Path) -> str:
     d, conf = params.distill, params.analysis.curves.confidence
     if d is None or d.kind == "none":
-        # A study without a distilled student (distill: [] or kind none): no tables, which the report reads as "no
+        # No teacher to compare with (distill: [], or kind none): no tables, which the report reads as "no
         # distillation"; the stage stays in the pipeline so that every preset shares one dvc.yaml, and writes a
         # note rather than an empty folder, which git (the folder is committed with the report) would not keep.
         with atomic_dir(tables) as tmp:
-            (tmp / "NONE.md").write_text("This study distils no student (params.yaml: `distill: []`).\n")
-        return f"distillation: the study distils no student (params' distill) -> empty {tables}"
+            (tmp / "NONE.md").write_text("No student learns from a teacher in this study (params.yaml: `distill` is "
+                                         "empty or its kind is none).\n")
+        return f"distillation: no student learns from a teacher in this study -> {tables}/NONE.md"
     runs = collect_runs(runs_dir)
     students = [d.student, *(m for m in params.baselines if m != d.teacher)]
     per_run = A.agreement_runs(runs, d.teacher, students)
