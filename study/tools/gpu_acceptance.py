@@ -2,7 +2,9 @@
 
 Run from the project root. ``--params`` is the default study; ``--smoke`` swaps every preset for
 configs/smoke.yaml, the models for toy sizes, and runs one training stage of it for the default study.
-``--merge``: run nothing; gather the folders of earlier calls (one per device call) into ``--out`` and render it.
+``--merge``: run nothing; gather the folders of earlier calls (one per device call) into ``--out`` and render it;
+with ``--compare-runs``, also set the default study's GPU runs beside the CPU runs of that table
+(:mod:`study.bench.device_runs`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import pandas as pd
 
 from study import runtime
 from study.bench import acceptance as acc
+from study.bench.device_runs import compare, paired_runs, runs_from_log
 from study.bench.from_params import bench_models, bench_shape
+from study.bench.profile import profile_models
 from study.bench.scratch_repro import scratch_copy, timed_repro
 from study.config import load_params
 from study.errors import StudyError
@@ -38,13 +42,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "data.root (default: .kit/fashion-mnist when it exists, else the study's own search)")
     p.add_argument("--merge", type=Path, action="append", metavar="FOLDER", help="run no step: gather the --out "
                    "folders of earlier calls (one per device call) into --out and render acceptance.md (repeatable)")
+    p.add_argument("--compare-runs", type=Path, metavar="RUNS_CSV", help="with --merge: the CPU runs of the default "
+                   "study (reports/tables/curves/runs.csv) to set its GPU runs beside, paired by model, fraction "
+                   "and seed")
 
 
 def main(args: argparse.Namespace) -> str:
     params = configured(args.params)
     out, root = args.out, Path.cwd()
+    if args.compare_runs and not args.merge:
+        raise StudyError("--compare-runs needs --merge: it compares the runs of folders that earlier calls wrote")
+    if args.compare_runs and not args.compare_runs.is_file():
+        raise StudyError(f"--compare-runs {args.compare_runs}: no such file; give the curves stage's runs.csv "
+                         "(reports/tables/curves/runs.csv)")
     if args.merge:
-        return f"gpu-acceptance: {len(args.merge)} folder(s) merged -> {acc.merge_folders(args.merge, out)}"
+        report = acc.merge_folders(args.merge, out)
+        if args.compare_runs and (out / "dvc-default-study.log").is_file():
+            pairs = paired_runs(runs_from_log((out / "dvc-default-study.log").read_text()),
+                                pd.read_csv(args.compare_runs))
+            acc.write_comparison(out, pairs, compare(pairs, params.analysis.curves.confidence))
+            report = acc.render(out)
+        return f"gpu-acceptance: {len(args.merge)} folder(s) merged -> {report}"
     if not (root / "dvc.yaml").is_file():
         raise StudyError(f"no dvc.yaml in {root}; run `study gpu-acceptance` from the project root")
     dataset_files = args.dataset_files or (KIT_DATASET if KIT_DATASET.is_dir() else None)
@@ -66,6 +84,15 @@ def main(args: argparse.Namespace) -> str:
             table = acc.bench_groups(groups, size, device, precision="auto")
             acc.merge_csv(out / "bench.csv", table, step)
             done.append(f"{step}: {len(table)} rows")
+            continue
+        if step == acc.PROFILE_STEP:
+            summary, kernels = profile_models(list(acc.HEADLINE), acc.HEADLINE_SHAPE, batch_size=size.batch_size,
+                                              steps=acc.PROFILE_STEPS["smoke" if args.smoke else "gpu"],
+                                              warmup_steps=size.warmup_steps, images=size.images, device=device,
+                                              compile_model=size.compile_model)
+            acc.merge_csv(out / "profile.csv", summary, step)
+            acc.merge_csv(out / "kernels.csv", kernels, step)
+            done.append(f"{step}: {len(summary)} models")
             continue
         study_path = root / "configs" / "smoke.yaml" if args.smoke else (
             args.params if step == "default-study" else root / "configs" / "fashionmnist_gpu.yaml")
