@@ -8,6 +8,7 @@ the tables it wrote; and the verdict rules on made-up GPU rows.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import math
 from pathlib import Path
 
@@ -273,3 +274,16 @@ def test_the_merge_sets_the_gpu_runs_beside_the_cpu_runs(tmp_path, monkeypatch):
     assert main(["gpu-acceptance", "--out", str(out), "--compare-runs", str(tmp_path / "runs.csv")]) == 2
     assert main(["gpu-acceptance", "--out", str(out), "--merge", str(call), "--compare-runs",
                  str(tmp_path / "missing.csv")]) == 2
+
+
+def test_the_committed_gpu_report_is_what_its_tables_render(tmp_path):
+    """docs/gpu/acceptance.md (the H200's, quoted in the README) stays what the current code makes of its CSVs."""
+    committed = ROOT / "docs" / "gpu"
+    copy = tmp_path / "gpu"
+    shutil.copytree(committed, copy)
+    (copy / "acceptance.md").unlink()
+    assert acc.render(copy).read_text() == (committed / "acceptance.md").read_text()
+    accuracy = pd.read_csv(committed / "accuracy.csv")
+    pairs = pd.read_csv(committed / "runs.csv")
+    recomputed = device_runs.compare(pairs, 0.95)
+    pd.testing.assert_frame_equal(recomputed, accuracy, check_dtype=False)
