@@ -33,7 +33,7 @@ def with_change(path: str, value):
 STUDY_PRESETS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")
 # Studies that stop below full data (their analyses compare with the largest fraction): the default study, the
 # distillation and the priors presets, where 30 (60) epochs of full data do not fit the CPU's time budget.
-BELOW_FULL_DATA = {"params.yaml", "distillation.yaml", "priors.yaml"}
+BELOW_FULL_DATA = {"params.yaml", "distillation.yaml", "distillation_soft.yaml", "priors.yaml"}
 
 
 def test_presets_and_default_params_are_valid():

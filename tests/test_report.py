@@ -43,6 +43,8 @@ def test_each_preset_report_has_a_title_naming_its_study():
                                      "training set, 30 epochs of each fraction's data, at least 300 steps")
     assert titles["quick.yaml"].endswith("Fashion-MNIST, 1%–100% of the training set, 2 epochs of each fraction's "
                                          "data, at least 150 steps")
+    # The two distillation presets differ only in the kind of distillation, and their titles say so.
+    assert titles["distillation_soft.yaml"] == titles["distillation.yaml"] + ", soft distillation (τ = 3, λ = 0.1)"
 
 
 def test_the_report_prints_how_its_study_was_designed_from_its_parameters_files_header():
@@ -89,6 +91,18 @@ def test_the_confidence_levels_are_explained_with_holms_levels():
     assert text.startswith("Intervals are 95% Student-t intervals over seeds")
     assert "1 − α/(m − k + 1) with α = 5% (hence 97.5%, 98.3%, 98.8% …)" in text
     assert "with α = 10% (hence 95.0%, 96.7%, 97.5% …)" in confidence_levels(0.9)
+
+
+def test_only_hard_distillation_is_said_to_add_little_where_the_teacher_fits_its_images():
+    from study.report.distillation import distillation_sentences
+
+    teacher = pd.DataFrame({"model": ["resnet", "resnet"], "train_images": [290, 1140], "train_top1_mean": [1.0, 0.98],
+                            "test_top1_mean": [0.75, 0.82]})
+    no_gaps = pd.DataFrame(columns=["comparison"])
+    hard, = distillation_sentences(teacher, pd.DataFrame(), no_gaps, hard=True)
+    soft, = distillation_sentences(teacher, pd.DataFrame(), no_gaps, hard=False)
+    assert "hard distillation adds little signal" in hard
+    assert soft == hard[:hard.index(" Where train top-1")] and soft.startswith("Teacher (resnet) top-1")
 
 
 def test_distillation_sentences_carry_the_equivalence_bound_of_a_null_agreement_gap():

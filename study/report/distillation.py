@@ -16,16 +16,20 @@ from study.report.accuracy import gap_sentences
 from study.report.format import images, interval, percent, reference_data, share
 
 
-def distillation_sentences(teacher: pd.DataFrame, agreement: pd.DataFrame, gaps: pd.DataFrame) -> list[str]:
-    """The teacher's train/test accuracy and whether the distilled student agrees with it more."""
+def distillation_sentences(teacher: pd.DataFrame, agreement: pd.DataFrame, gaps: pd.DataFrame,
+                           hard: bool = True) -> list[str]:
+    """The teacher's train/test accuracy and whether the distilled student agrees with it more. The caveat on a
+    teacher that fits its training images holds for ``hard`` distillation only: a soft student learns the
+    teacher's softened distribution, not its labels."""
     out = []
     if not teacher.empty:
         ends = teacher.iloc[[0, -1]]
         parts = "; ".join(f"{images(r.train_images)}: train {share(r.train_top1_mean)}, test {share(r.test_top1_mean)}"
                           for r in ends.itertuples())
-        out.append(f"Teacher ({ends['model'].iloc[0]}) top-1 on its own training images and on the test set — {parts}. "
-                   "Where train top-1 is near 100%, its hard labels are the true labels and hard distillation adds "
-                   "little signal.")
+        caveat = (" Where train top-1 is near 100%, its hard labels are the true labels and hard distillation adds "
+                  "little signal." if hard else "")
+        out.append(f"Teacher ({ends['model'].iloc[0]}) top-1 on its own training images and on the test set — {parts}."
+                   + caveat)
     if not agreement.empty:
         whole = agreement[agreement["head"] == "model"]
         full = whole[whole["fraction"] == whole["fraction"].max()]

@@ -83,8 +83,11 @@ def report_title(setup: dict) -> str:
             f", at least {setup['min_steps']:,} steps" if setup["min_steps"] else "")
     else:
         budget = f"as many images per fraction as {epochs} epochs of the full set"
+    distill = setup.get("distill") or {}
+    soft = (f", soft distillation (τ = {distill['tau']:g}, λ = {distill['alpha']:g})"
+            if distill.get("kind") == "soft" else "")  # hard is the study's default: its titles stay as they were
     return (f"When does a Vision Transformer beat a CNN? {DATASET_NAMES.get(setup['dataset'], setup['dataset'])}, "
-            f"{data}, {budget}{priors_title(setup.get('arms'))}")
+            f"{data}, {budget}{priors_title(setup.get('arms'))}{soft}")
 
 
 def _design(header: str) -> list[str]:
@@ -115,9 +118,10 @@ def render_report(*, report_dir: Path, tables_dir: Path, setup_dir: Path, figure
 
     accuracy = [*seeds_statement(summary), *ranking(summary), *gap_sentences(gaps), *crossing_sentences(crossings),
                 *trend_sentences(trends), *power_law_sentences(fits)]
+    hard = (setup["distill"] or {}).get("kind") == "hard"
     distillation = (distillation_sentences(teacher, agreement,
-                                           agreement_gaps if agreement_gaps is not None else pd.DataFrame())
-                    + teacher_view_sentences(views, hard=(setup["distill"] or {}).get("kind") == "hard")
+                                           agreement_gaps if agreement_gaps is not None else pd.DataFrame(), hard)
+                    + teacher_view_sentences(views, hard=hard)
                     if teacher is not None and agreement is not None else [])
     mechanisms = [*cka_findings(to_full, across, reference=max(runs["fraction"])),
                   *attention_findings(layers, read_table(attention / "attention_contrasts.csv")),
