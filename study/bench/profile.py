@@ -38,6 +38,7 @@ OTHER = "other"
 
 
 def kernel_kind(name: str) -> str:
+    """The kind of the kernel called ``name``, :data:`KINDS`' first match, else :data:`OTHER`."""
     lowered = name.lower()
     for kind, patterns in KINDS:
         if any(p in lowered for p in patterns):
@@ -81,6 +82,7 @@ def profile_model(spec: BenchModel, shape: Shape, *, batch_size: int, steps: int
         sync(device)
         wall_ms = (time.perf_counter() - tic) * 1e3 / steps
     kernels = _device_events(prof)
+    # Kernels of concurrent streams would overlap and count twice; the study's step runs on the default stream.
     busy_ms = kernels["us"].sum() / 1e3 / steps
     table = kernels.assign(model=spec.name, kind=kernels["kernel"].map(kernel_kind),
                            calls_per_step=kernels["calls"] / steps, ms_per_step=kernels["us"] / 1e3 / steps,
