@@ -57,7 +57,7 @@ def test_every_study_preset_checks_its_largest_fraction():
     checked = {path.name: load_params(path).budget_check.fractions for path in presets}
     assert checked == {"params.yaml": (0.04,), "quick.yaml": (0.01, 1.0), "distillation.yaml": (0.02,),
                        "distillation_soft.yaml": (0.02,),
-                       "priors.yaml": (0.02,),
+                       "priors.yaml": (0.02,), "priors_10pct.yaml": (0.005,), "small_data.yaml": (0.005,),
                        "fashionmnist_gpu.yaml": (0.01, 1.0), "cifar10_gpu.yaml": (0.01, 1.0),
                        "cifar100_gpu.yaml": (0.01, 1.0), "smoke.yaml": (0.5,)}
 

@@ -32,16 +32,17 @@ def with_change(path: str, value):
 # The study's presets; configs/pretrained.yaml parameterises the pretrained analysis (its own schema and tests).
 STUDY_PRESETS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")
 # Studies that stop below full data (their analyses compare with the largest fraction): the default study, the
-# distillation and the priors presets, where 30 (60) epochs of full data do not fit the CPU's time budget.
-BELOW_FULL_DATA = {"params.yaml", "distillation.yaml", "distillation_soft.yaml", "priors.yaml"}
+# distillation, priors and small-data presets, where 30 (60) epochs of full data do not fit the CPU's time budget.
+BELOW_FULL_DATA = {"params.yaml", "distillation.yaml", "distillation_soft.yaml", "priors.yaml", "priors_10pct.yaml",
+                   "small_data.yaml"}
 
 
 def test_presets_and_default_params_are_valid():
     for path in [ROOT / "params.yaml", *STUDY_PRESETS]:
         params = load_params(path)
         assert (1.0 in params.fractions) != (path.name in BELOW_FULL_DATA), path.name
-        # every study distils a student but the priors study, whose arms are the ViT's priors (no DeiT)
-        assert (params.distill is None) == (path.name == "priors.yaml"), path.name
+        # every study distils a student but the priors studies, whose arms are the ViT's priors (no DeiT)
+        assert (params.distill is None) == path.name.startswith("priors"), path.name
         if params.distill:
             assert params.trained_models[-1] == params.distill.student
 
