@@ -21,7 +21,8 @@ from study.report.provenance import pipeline_code
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = {"default": ROOT / "reports", "quick": ROOT / "reports" / "quick", "priors": ROOT / "reports" / "priors",
            "distillation": ROOT / "reports" / "distillation",
-           "distillation_soft": ROOT / "reports" / "distillation_soft"}
+           "distillation_soft": ROOT / "reports" / "distillation_soft",
+           "small_data": ROOT / "reports" / "small_data"}
 SETUP_TABLES = ("models", "budgets", "compute", "deit_heads")  # those the report stage wrote before issue 30
 
 
