@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STUDIES = {"default": ROOT / "reports", "quick": ROOT / "reports" / "quick", "priors": ROOT / "reports" / "priors",
            "distillation": ROOT / "reports" / "distillation",
            "distillation_soft": ROOT / "reports" / "distillation_soft",
-           "small_data": ROOT / "reports" / "small_data"}
+           "small_data": ROOT / "reports" / "small_data", "priors_10pct": ROOT / "reports" / "priors_10pct"}
 SETUP_TABLES = ("models", "budgets", "compute", "deit_heads")  # those the report stage wrote before issue 30
 
 
