@@ -122,6 +122,9 @@ class BudgetCheckParams:
     fractions: tuple[StrictFloat, ...] = Field(min_length=1)  # each one of the study's fractions
     factor: StrictFloat = Field(default=2.0, gt=1.0)  # budget multiplier of the longer runs
     tolerance: StrictFloat = Field(default=0.01, gt=0.0, lt=1.0)  # top-1 change (a share) still called converged
+    # Seeds beyond the study's, trained at the checked fractions only, at both budgets (stages check_1x, check_2x
+    # and their distill twins): they narrow the check's intervals without entering the study's curves or analyses.
+    seeds: tuple[StrictInt, ...] = ()
 
 
 @dataclass(frozen=True, config=_FROZEN)
@@ -249,6 +252,16 @@ class Params:
         """Every model the study trains, teachers before students."""
         student = (self.distill.student,) if self.distill else ()
         return (*self.baselines, *student)
+
+    @property
+    def check_seeds(self) -> tuple[int, ...]:
+        """Every seed of the budget check: the study's, then budget_check.seeds (none without a budget check)."""
+        return (*self.seeds, *self.budget_check.seeds) if self.budget_check else ()
+
+    @property
+    def subset_seeds(self) -> tuple[int, ...]:
+        """Every seed that needs training subsets: the study's and the budget check's extra ones."""
+        return self.check_seeds or self.seeds
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
@@ -386,6 +399,16 @@ def _check_budget_check(p: Params, source: str) -> None:
     dupes = sorted({f for f in listed if listed.count(f) > 1})
     if dupes:
         raise StudyError(f"{source}: budget_check.fractions = {listed}: duplicate value(s) {dupes}; list each once")
+    extra = list(p.budget_check.seeds)
+    shared = sorted(set(extra) & set(p.seeds))
+    if shared:
+        raise StudyError(f"{source}: budget_check.seeds = {extra}: {shared} already in seeds {list(p.seeds)}; list only "
+                         "extra seeds there (the study's seeds are always checked)")
+    if any(s < 0 for s in extra):
+        raise StudyError(f"{source}: budget_check.seeds = {extra}: seeds must be non-negative integers")
+    repeated = sorted({s for s in extra if extra.count(s) > 1})
+    if repeated:
+        raise StudyError(f"{source}: budget_check.seeds = {extra}: duplicate value(s) {repeated}; list each once")
 
 
 def vit_patch_grids(p: Params) -> dict[str, int]:

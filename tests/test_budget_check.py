@@ -59,7 +59,23 @@ def test_every_study_preset_checks_its_largest_fraction():
                        "distillation_soft.yaml": (0.02,),
                        "priors.yaml": (0.02,), "priors_10pct.yaml": (0.005,), "small_data.yaml": (0.005,),
                        "fashionmnist_gpu.yaml": (0.01, 1.0), "cifar10_gpu.yaml": (0.01, 1.0),
-                       "cifar100_gpu.yaml": (0.01, 1.0), "smoke.yaml": (0.5,)}
+                       "cifar100_gpu.yaml": (0.01, 1.0), "smoke.yaml": (0.5,), "check_4pct.yaml": (0.04,)}
+    extra = {path.name: load_params(path).budget_check.seeds for path in presets}
+    assert extra == {name: () for name in checked} | {"check_4pct.yaml": (3, 4, 5, 6, 7, 8, 9)}
+
+
+def test_the_4pct_check_preset_is_the_default_study_at_its_largest_fraction():
+    """configs/check_4pct.yaml reruns the default's budget check with 10 seeds: its runs at 4% must be the default's
+    (same data, models, budget and training settings), or the check would not be about the default's runs."""
+    from study.config import load_params
+
+    default, check = load_params(ROOT / "params.yaml"), load_params(ROOT / "configs" / "check_4pct.yaml")
+    assert check.fractions == (max(default.fractions),) and check.seeds == default.seeds
+    assert check.check_seeds == tuple(range(10))
+    for field in ("data", "baselines", "models", "budget", "distill", "train"):
+        assert getattr(check, field) == getattr(default, field), field
+    assert (check.budget_check.fractions, check.budget_check.factor, check.budget_check.tolerance) == \
+        (default.budget_check.fractions, default.budget_check.factor, default.budget_check.tolerance)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -73,6 +89,10 @@ def test_every_study_preset_checks_its_largest_fraction():
     (dict(factor=0.5), "params.yaml: budget_check.factor = 0.5: Input should be greater than 1"),
     (dict(tolerance=0.0), "params.yaml: budget_check.tolerance = 0.0: Input should be greater than 0"),
     (dict(epochs=2.0), "params.yaml: unknown key 'budget_check.epochs'; remove it or check its spelling"),
+    (dict(seeds=[3, 1]), "params.yaml: budget_check.seeds = [3, 1]: [1] already in seeds [0, 1, 2]; list only extra "
+                         "seeds there"),
+    (dict(seeds=[3, 3]), "params.yaml: budget_check.seeds = [3, 3]: duplicate value(s) [3]; list each once"),
+    (dict(seeds=[-4]), "params.yaml: budget_check.seeds = [-4]: seeds must be non-negative integers"),
 ])
 def test_a_bad_budget_check_is_refused_in_one_line(change, message):
     with pytest.raises(StudyError) as err:
@@ -302,6 +322,29 @@ def test_with_two_seeds_the_sentences_infer_nothing():
     assert any(s.startswith("With at most 2 seeds per cell no cell is judged") for s in sentences)
 
 
+def test_extra_seeds_join_the_check_and_nothing_else(tmp_path):
+    """budget_check.seeds: the extra seeds' runs at the study's budget live in runs_2x/x1/ (stage check_1x); the
+    stage pairs them with their longer runs, so each cell has the study's seeds plus the extra ones."""
+    from study.stages import budget_check as stage
+
+    runs, longer = _fabricate(tmp_path)
+    extra = {"resnet": [0.002, -0.001], "vit": [0.09, 0.10], "deit": [0.01, -0.02]}
+    for model, values in extra.items():
+        for seed, delta in zip((5, 6), values):
+            _write_run(longer / "x1" / model / f"f0.5_s{seed}", model, 0.5, seed, 0.75, 101)
+            _write_run(longer / model / f"f0.5_s{seed}", model, 0.5, seed, 0.75 + delta, 202, 2.0)
+    stage.run(_params(seeds=[5, 6]), runs, longer, tmp_path / "figures", tmp_path / "tables")
+    cells = pd.read_csv(tmp_path / "tables" / "budget_check.csv").set_index("model")
+    assert (cells["seeds"] == 5).all()
+    assert cells["delta_mean"].round(6).to_dict() == \
+        {m: round(float(np.mean(DELTAS[m] + extra[m])), 6) for m in DELTAS}
+    pairs = pd.read_csv(tmp_path / "tables" / "runs.csv")
+    assert sorted(set(pairs["seed"])) == [0, 1, 2, 5, 6] and len(pairs) == 15
+    # Without budget_check.seeds they are left-overs of earlier params, ignored like any run of another seed.
+    stage.run(_params(), runs, longer, tmp_path / "f", tmp_path / "t")
+    assert (pd.read_csv(tmp_path / "t" / "budget_check.csv")["seeds"] == 3).all()
+
+
 def test_the_stage_refuses_runs_of_another_factor_and_missing_pairs(tmp_path):
     from study.stages import budget_check as stage
 
@@ -342,3 +385,18 @@ def test_a_real_run_at_budget_factor_2(digits, tmp_path):
     from study.analysis.runs import collect_runs
 
     assert B.with_factors(collect_runs(tmp_path))["factor"].tolist() == [2.0]
+
+
+def test_the_check_stages_render_one_per_extra_seed(tmp_path):
+    """dvc.yaml's check_* stages are a matrix over budget_check.seeds: none for the default, and for the 4% check
+    preset every model at the study's budget and at twice it, per extra seed (the student after its teacher)."""
+    from test_no_distillation import _stages
+
+    assert not [s for s in _stages(tmp_path, "params.yaml") if s.startswith("check_")]
+    stages = _stages(tmp_path, "configs/check_4pct.yaml")
+    extra = range(3, 10)
+    assert {s for s in stages if s.startswith("check_")} == (
+        {f"check_1x@{m}-0.04-{s}" for m in ("resnet", "vit") for s in extra}
+        | {f"check_2x@{m}-0.04-{s}" for m in ("resnet", "vit") for s in extra}
+        | {f"check_distill_1x@d0-0.04-{s}" for s in extra} | {f"check_distill_2x@d0-0.04-{s}" for s in extra})
+    assert stages.index("check_distill_1x@d0-0.04-3") > stages.index("check_1x@resnet-0.04-3")

@@ -6,6 +6,8 @@ scaled, the cosine schedule spanning the longer run; stages ``train_2x`` and ``d
 fraction *cell* is judged on the paired change of test top-1, ``Δ = top-1 (longer run) − top-1 (study's run)``,
 one value per seed (same subset, same initialisation seed, same teacher for the distilled student):
 
+- :func:`extra_seed_runs` — the check's extra seeds (``budget_check.seeds``), trained at the checked fractions
+  only and at both budgets, join the study's runs for the pairing and nothing else;
 - :func:`paired_runs` — one row per run pair: both top-1s, both step counts, Δ, and both runs' last-quarter flags;
 - :func:`budget_check_table` — per cell: mean Δ, its Student-t interval, and that interval Holm-adjusted across
   the family of cells (:func:`study.analysis.inference.holm_intervals`), with the verdict of :func:`verdict`:
@@ -56,6 +58,17 @@ def with_factors(runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` (a :func:`study.analysis.runs.collect_runs` table, with its ``folder`` column) with each run's
     recorded budget ``factor``."""
     return runs.assign(factor=[recorded_factor(folder) for folder in runs["folder"]])
+
+
+def extra_seed_runs(runs: pd.DataFrame, longer: pd.DataFrame, extra_seeds) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(runs, longer)`` with the budget check's extra seeds at the study's budget moved from ``longer`` (the
+    ``runs_2x`` folder, where stage ``check_1x`` writes them, under ``x1/``) to ``runs``: a run of ``longer`` joins
+    ``runs`` when its recorded factor is 1 and its seed is one of ``extra_seeds``. Any other run of factor 1 in
+    ``longer`` stays there, for :func:`paired_runs` to reject."""
+    moved = np.isclose(longer["factor"].to_numpy(float), 1.0) & longer["seed"].isin(list(extra_seeds)).to_numpy()
+    if not moved.any():
+        return runs, longer
+    return pd.concat([runs, longer[moved]], ignore_index=True), longer[~moved].reset_index(drop=True)
 
 
 def paired_runs(runs: pd.DataFrame, longer: pd.DataFrame, factor: float, fractions, models, seeds) -> pd.DataFrame:

@@ -1,7 +1,8 @@
 """Stage ``budget_check``: the study's runs against the same runs trained longer; converged, budget-bound or neither.
 
 Reads the study's runs (``--runs``) and the longer runs of the checked fractions (``--runs-2x``, stages
-``train_2x`` and ``distill_2x``), pairs them by model, fraction and seed, and writes per-run and per-cell tables
+``train_2x`` and ``distill_2x``; with ``budget_check.seeds``, also the extra seeds' runs at both budgets, stages
+``check_*``), pairs them by model, fraction and seed, and writes per-run and per-cell tables
 (study.analysis.budget_check) and the figure of Δ top-1 against the tolerance band.
 """
 
@@ -36,9 +37,10 @@ def run(params: Params, runs_dir: Path, longer_dir: Path, figures: Path, tables:
         raise StudyError("budget_check: params has no budget_check section; add one (e.g. {fractions: [1.0], "
                          "factor: 2.0, tolerance: 0.01}) or leave the stage out")
     conf = params.analysis.curves.confidence
-    runs = B.with_factors(collect_runs(runs_dir))
-    longer = B.with_factors(collect_runs(longer_dir))
-    pairs = B.paired_runs(runs, longer, check.factor, check.fractions, params.trained_models, params.seeds)
+    study_runs, longer = B.extra_seed_runs(B.with_factors(collect_runs(runs_dir)),
+                                           B.with_factors(collect_runs(longer_dir)), check.seeds)
+    pairs = B.paired_runs(study_runs, longer, check.factor, check.fractions, params.trained_models,
+                          params.check_seeds)
     cells = B.budget_check_table(pairs, conf, check.tolerance)
     tol = f"{100 * check.tolerance:g} point{'' if 100 * check.tolerance == 1 else 's'}"
     pct, x = f"{conf:.0%}", f"x{check.factor:g}"

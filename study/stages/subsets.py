@@ -25,9 +25,9 @@ def main(args: argparse.Namespace) -> str:
 def run(params: Params, prepared: Path, out: Path) -> str:
     labels = np.asarray(read_prepared(prepared).train_labels)
     d = params.data
-    summary = write_subsets(labels, d.val_fraction, d.split_seed, params.fractions, params.seeds, out)
+    summary = write_subsets(labels, d.val_fraction, d.split_seed, params.fractions, params.subset_seeds, out)
     sizes = summary.groupby("fraction")["images"].first()
     n_val = int(np.load(Path(out) / "validation.npy").size)
     listed = ", ".join(f"{f:g}:{n}" for f, n in sizes.items())
-    return (f"subsets: validation {n_val} images; fractions (images) {listed}; seeds {list(params.seeds)} "
+    return (f"subsets: validation {n_val} images; fractions (images) {listed}; seeds {list(params.subset_seeds)} "
             f"-> {out}")
