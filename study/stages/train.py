@@ -65,8 +65,10 @@ def run(params: Params, model_name: str, fraction: float, seed: int, prepared: P
     ``budget_factor`` times the study's budget (:func:`scaled_budget`)."""
     if model_name not in params.trained_models:
         raise StudyError(f"--model {model_name}: not a trained model of this study ({list(params.trained_models)})")
-    if fraction not in params.fractions or seed not in params.seeds:
-        raise StudyError(f"--fraction {fraction} --seed {seed}: not in params fractions/seeds")
+    checked = params.budget_check is not None and fraction in params.budget_check.fractions
+    if fraction not in params.fractions or seed not in (params.check_seeds if checked else params.seeds):
+        raise StudyError(f"--fraction {fraction} --seed {seed}: not in params fractions/seeds (nor, at a fraction in "
+                         "budget_check.fractions, in budget_check.seeds)")
     if not budget_factor > 0:
         raise StudyError(f"--budget-factor {budget_factor}: must be positive (1 = the study's budget)")
     recipe_params = params.models[model_name]
