@@ -402,8 +402,8 @@ def _check_budget_check(p: Params, source: str) -> None:
     extra = list(p.budget_check.seeds)
     shared = sorted(set(extra) & set(p.seeds))
     if shared:
-        raise StudyError(f"{source}: budget_check.seeds = {extra}: {shared} already in seeds {list(p.seeds)}; list only "
-                         "extra seeds there (the study's seeds are always checked)")
+        raise StudyError(f"{source}: budget_check.seeds = {extra}: {shared} already in seeds {list(p.seeds)}; "
+                         "list only extra seeds there (the study's seeds are always checked)")
     if any(s < 0 for s in extra):
         raise StudyError(f"{source}: budget_check.seeds = {extra}: seeds must be non-negative integers")
     repeated = sorted({s for s in extra if extra.count(s) > 1})

@@ -400,3 +400,43 @@ def test_the_check_stages_render_one_per_extra_seed(tmp_path):
         | {f"check_2x@{m}-0.04-{s}" for m in ("resnet", "vit") for s in extra}
         | {f"check_distill_1x@d0-0.04-{s}" for s in extra} | {f"check_distill_2x@d0-0.04-{s}" for s in extra})
     assert stages.index("check_distill_1x@d0-0.04-3") > stages.index("check_1x@resnet-0.04-3")
+
+
+def test_study_train_takes_an_extra_seed_only_at_a_checked_fraction(tmp_path):
+    """`study train` refuses a seed the params do not train; budget_check.seeds are trained at the checked
+    fractions only (stages check_*), so the guard lets them through there and nowhere else."""
+    from study.stages.train import run
+
+    def guard(params, fraction, seed):
+        files = [tmp_path / name for name in ("prepared", "s.npy", "v.npy")]
+        outs = [tmp_path / name for name in ("model.pt", "metrics.json", "history.csv", "resume.pt", "p.npy")]
+        try:
+            run(params, "resnet", fraction, seed, *files, None, *outs)
+        except (StudyError, OSError) as err:
+            return str(err)
+        return ""
+
+    refused = "--fraction {} --seed 5: not in params fractions/seeds"
+    assert guard(_params(), 0.5, 5).startswith(refused.format(0.5))
+    extra = _params(seeds=[5])
+    assert guard(extra, 1.0, 5).startswith(refused.format(1.0))  # 1.0 is not a checked fraction
+    assert "not in params" not in guard(extra, 0.5, 5)  # past the guard: it fails on the missing data instead
+    assert not (tmp_path / "model.pt").exists()
+
+
+def test_the_committed_4pct_check_follows_from_its_run_pairs_and_shares_the_defaults_runs():
+    """reports/check_4pct/ (configs/check_4pct.yaml, `dvc repro budget_check`): its verdicts follow from its own
+    per-run table under the preset's confidence and tolerance, it has every seed of the preset, and its seeds 0-2
+    are the default study's runs (the same top-1 at both budgets as the default's committed check)."""
+    from study.config import load_params
+
+    params = load_params(ROOT / "configs" / "check_4pct.yaml")
+    folder = ROOT / "reports" / "check_4pct" / "tables" / "budget_check"
+    pairs, cells = pd.read_csv(folder / "runs.csv"), pd.read_csv(folder / "budget_check.csv")
+    assert sorted(set(pairs["seed"])) == list(params.check_seeds) and len(pairs) == 3 * len(params.check_seeds)
+    again = B.budget_check_table(pairs, params.analysis.curves.confidence, params.budget_check.tolerance)
+    pd.testing.assert_frame_equal(again, cells, check_dtype=False, rtol=1e-6)
+    default = pd.read_csv(ROOT / "reports" / "tables" / "budget_check" / "runs.csv")
+    keys = ["model", "seed", "top1_1x", "top1_2x", "steps_1x", "steps_2x"]
+    shared = pairs[pairs["seed"].isin(default["seed"])][keys].sort_values(["model", "seed"], ignore_index=True)
+    assert shared.equals(default[keys].sort_values(["model", "seed"], ignore_index=True))
