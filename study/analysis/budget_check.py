@@ -63,8 +63,8 @@ def with_factors(runs: pd.DataFrame) -> pd.DataFrame:
 def extra_seed_runs(runs: pd.DataFrame, longer: pd.DataFrame, extra_seeds) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(runs, longer)`` with the budget check's extra seeds at the study's budget moved from ``longer`` (the
     ``runs_2x`` folder, where stage ``check_1x`` writes them, under ``x1/``) to ``runs``: a run of ``longer`` joins
-    ``runs`` when its recorded factor is 1 and its seed is one of ``extra_seeds``. Any other run of factor 1 in
-    ``longer`` stays there, for :func:`paired_runs` to reject."""
+    ``runs`` when its recorded factor is 1 and its seed is one of ``extra_seeds``. Any other run of factor 1 stays in
+    ``longer``: :func:`paired_runs` refuses it if its seed is checked and ignores it otherwise."""
     moved = np.isclose(longer["factor"].to_numpy(float), 1.0) & longer["seed"].isin(list(extra_seeds)).to_numpy()
     if not moved.any():
         return runs, longer
