@@ -235,6 +235,47 @@ def test_the_family_is_every_judged_cell():
     assert (many.iloc[0]["adj_confidence"], many.iloc[0]["verdict"]) == (pytest.approx(1 - 0.05 / 6), "undetermined")
 
 
+def test_the_projected_seeds_to_show_a_cell_converged():
+    """seeds_to_converge: the fewest n at which mean + t(1 - a/(2K), n - 1) * sd / sqrt(n) <= tolerance."""
+    from scipy import stats
+
+    deltas = [-0.010, -0.004, 0.002, -0.008, 0.000]  # mean -0.004, sd 0.005
+    n = B.seeds_to_converge(deltas, 0.01, 0.95, family=3)
+    mean, sd = abs(np.mean(deltas)), np.std(deltas, ddof=1)
+
+    def half(k):
+        return stats.t.ppf(1 - 0.05 / 6, df=k - 1) * sd / math.sqrt(k)
+
+    assert mean + half(n) <= 0.01 < mean + half(n - 1)  # the first n that fits, checked against the formula
+    assert n >= B.seeds_to_converge(deltas, 0.01, 0.95, family=1)  # a larger family never needs fewer seeds
+    assert B.seeds_to_converge([0.02, 0.012, 0.015], 0.01, 0.95, 1) == math.inf  # mean beyond the tolerance
+    assert B.seeds_to_converge([0.001, 0.001, 0.001], 0.01, 0.95, 1) == B.MIN_SEEDS  # no spread: the minimum
+    assert B.seeds_to_converge([0.005, 0.013, 0.009], 0.01, 0.95, 1, most=10) == math.inf  # more than `most`
+    assert math.isnan(B.seeds_to_converge([0.001], 0.01, 0.95, 1))  # one value: no SD
+    # in the table: a converged cell's projection is at most its seeds; a cell past the tolerance gets inf
+    cells = B.budget_check_table(_pairs({"flat": [0.001, -0.002, 0.0005], "more": [0.10, 0.11, 0.12]}), 0.95, 0.01)
+    assert cells.set_index("model").loc["flat", "seeds_to_converge"] <= 3
+    assert cells.set_index("model").loc["more", "seeds_to_converge"] == math.inf
+
+
+def test_an_undetermined_cell_says_what_settling_it_would_cost():
+    from study.report.convergence import budget_check_sentences
+
+    cells = B.budget_check_table(_pairs({"wide": [-0.01, 0.0, 0.012], "more": [0.005, 0.015, 0.03]}), 0.95, 0.01)
+    sentences = budget_check_sentences(cells)
+    wide = next(s for s in sentences if s.startswith("wide: "))
+    n = int(cells.set_index("model").loc["wide", "seeds_to_converge"])
+    assert wide.endswith(f": undetermined; about {n} seeds would show it converged if its mean and SD held "
+                         "(projection).")
+    assert next(s for s in sentences if s.startswith("more: ")).endswith(
+        "no number of seeds would show it converged, its mean change being beyond ±1 point.")
+    assert any(s.startswith("The seeds projected for an undetermined cell") for s in sentences)
+    # a table written before the projection existed is worded without it
+    old = budget_check_sentences(cells.drop(columns="seeds_to_converge"))
+    assert next(s for s in old if s.startswith("wide: ")).endswith(": undetermined.")
+    assert not any("projected" in s for s in old)
+
+
 # --- the stage, on synthetic runs folders -----------------------------------------------------------------------
 
 
@@ -435,7 +476,10 @@ def test_the_committed_4pct_check_follows_from_its_run_pairs_and_shares_the_defa
     pairs, cells = pd.read_csv(folder / "runs.csv"), pd.read_csv(folder / "budget_check.csv")
     assert sorted(set(pairs["seed"])) == list(params.check_seeds) and len(pairs) == 3 * len(params.check_seeds)
     again = B.budget_check_table(pairs, params.analysis.curves.confidence, params.budget_check.tolerance)
-    pd.testing.assert_frame_equal(again, cells, check_dtype=False, rtol=1e-6)
+    # the committed table predates the projection column: every column it has must follow
+    pd.testing.assert_frame_equal(again[list(cells.columns)], cells, check_dtype=False, rtol=1e-6)
+    # the projection quoted in docs/gpu/README.md: seeds that would show the ViTs converged if the 10 held
+    assert again.set_index("model")["seeds_to_converge"].to_dict() == {"resnet": 5.0, "vit": 28.0, "deit": 19.0}
     default = pd.read_csv(ROOT / "reports" / "tables" / "budget_check" / "runs.csv")
     keys = ["model", "seed", "top1_1x", "top1_2x", "steps_1x", "steps_2x"]
     shared = pairs[pairs["seed"].isin(default["seed"])][keys].sort_values(["model", "seed"], ignore_index=True)

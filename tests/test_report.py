@@ -278,7 +278,8 @@ def test_the_budget_check_and_the_teacher_views_enter_the_report_and_the_provena
     section = text.split("\n## Budget check\n")[1].split("\n## ")[0]
     assert "](figures/budget_check/budget_check.png)" in section
     assert ("| model | fraction | train_images | seeds | steps_1x | steps_2x | top1_1x_mean | top1_2x_mean | "
-            "delta_mean | adj_ci_low | adj_ci_high | verdict | still_improving_1x | still_improving_2x |") in section
+            "delta_mean | adj_ci_low | adj_ci_high | verdict | seeds_to_converge | still_improving_1x | "
+            "still_improving_2x |") in section
     assert "| vit | 0.5 | 650 | 3 | 101 | 202 | 0.8000 | 0.9100 | 0.1100 |" in section
     distilled = text.split("\n## Distillation\n")[1].split("\n## ")[0]
     assert "| model | fraction | train_images | seeds | views | disagreement_mean | ci_low | ci_high |" in distilled

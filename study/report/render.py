@@ -224,11 +224,15 @@ def _budget_check_section(fig, report_dir: Path, cells: pd.DataFrame) -> list[st
                     "checked fraction: thin bars t-intervals, thick bars Holm-adjusted; grey: the tolerance band; "
                     "filled where a verdict (converged or budget-bound) was reached."), "",
             "Per model and checked fraction: steps and mean test top-1 at both budgets, the mean change with its "
-            "Holm-adjusted interval, the verdict, and the runs the last-quarter screen flagged as still improving:",
+            "Holm-adjusted interval, the verdict, "
+            + ("the seeds that would show the cell converged if its mean and SD held (a projection; inf: none "
+               "would), " if "seeds_to_converge" in cells else "")
+            + "and the runs the last-quarter screen flagged as still improving:",
             "",
-            markdown_table(cells[["model", "fraction", "train_images", "seeds", "steps_1x", "steps_2x", "top1_1x_mean",
-                                  "top1_2x_mean", "delta_mean", "adj_ci_low", "adj_ci_high", "verdict",
-                                  "still_improving_1x", "still_improving_2x"]]), ""]
+            markdown_table(cells[[c for c in ("model", "fraction", "train_images", "seeds", "steps_1x", "steps_2x",
+                                              "top1_1x_mean", "top1_2x_mean", "delta_mean", "adj_ci_low", "adj_ci_high",
+                                              "verdict", "seeds_to_converge", "still_improving_1x",
+                                              "still_improving_2x") if c in cells]]), ""]
 
 
 def _representations_section(fig, report_dir: Path, to_full: pd.DataFrame | None) -> list[str]:

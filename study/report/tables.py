@@ -10,8 +10,9 @@ import pandas as pd
 
 from study.io import write_text
 
-# Columns written exactly (0.005 must not print as 0.01 at two decimals): training-set fractions.
-_EXACT = ("fraction",)
+# Columns written exactly (0.005 must not print as 0.01 at two decimals): training-set fractions, and seed counts
+# that are floats only to hold inf (the budget check's projection).
+_EXACT = ("fraction", "seeds_to_converge")
 
 
 def write_table(df: pd.DataFrame, stem: str | Path, caption: str, float_digits: int = 4) -> list[Path]:
