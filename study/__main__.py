@@ -1,3 +1,3 @@
-from study.cli import main
+from study.core.cli import main
 
 raise SystemExit(main())

@@ -3,7 +3,7 @@
 A *lever* is one knob of the recipe (warmup, peak lr, weight decay, label smoothing, CutMix, batch size,
 depth/width, patch size, budget). A grid file names, per lever, the settings to try as small deltas on a
 base parameters file; every trial trains one model on one fraction with one seed through the study's own
-``study train`` code (:func:`study.stages.train.run`), so a trial is exactly a run of the pipeline
+``study train`` code (:func:`study.train.stage.run`), so a trial is exactly a run of the pipeline
 with that delta. Only the validation split and the training subset are read back: the test set, which the
 trainer scores as it always does, never enters the table (recipes are chosen on validation).
 
@@ -36,11 +36,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from study.config import parse_params
+from study.core.config import parse_params
 from study.data.subsets import subset_file
-from study.errors import StudyError
-from study.io import atomic_path, read_json
-from study.report.tables import markdown_table
+from study.core.errors import StudyError
+from study.core.io import atomic_path, read_json
+from study.outputs.tables import markdown_table
 
 _COLUMNS = ["lever", "setting", "model", "fraction", "seed", "val_top1", "val_loss", "train_top1",
             "still_improving", "val_loss_change_last_quarter", "steps", "epochs", "train_seconds"]
@@ -102,7 +102,7 @@ def read_grid(path: Path) -> tuple[dict, list[Trial]]:
 
 def run_trial(base: dict, trial: Trial, prepared: Path, subsets: Path, teacher: Path | None = None) -> dict:
     """Train one trial in a scratch folder; return its CSV row (validation and training figures only)."""
-    from study.stages.train import run as train_stage  # torch and the models: only when a trial runs
+    from study.train.stage import run as train_stage  # torch and the models: only when a trial runs
 
     params = parse_params(merge(base, trial.delta), source=f"{trial.lever}: {trial.setting}")
     with tempfile.TemporaryDirectory(prefix="levers-") as tmp:

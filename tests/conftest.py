@@ -204,7 +204,7 @@ def assert_parity_both_ways(build_ours, reference, x):
 def assert_costs_like_study_vit(name: str, arch_args: dict, within: float = 0.1) -> tuple[float, float]:
     """Model ``name`` with ``arch_args`` has parameters and forward FLOPs each within ``within`` (a share) of those
     of params.yaml's ``vit`` model, both built for params.yaml's dataset; returns the two ratios."""
-    from study.config import INPUT_SHAPES, NUM_CLASSES, load_params
+    from study.core.config import INPUT_SHAPES, NUM_CLASSES, load_params
     from study.models import build_model
     from study.models.cost import count_parameters, forward_flops
 

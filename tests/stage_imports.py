@@ -2,7 +2,6 @@
 source (no import is executed). ``dvc.yaml`` must list exactly these files as a stage's code dependencies.
 
     python tests/stage_imports.py train      # the files to list under the train stage's deps
-    python tests/stage_imports.py --write    # rewrite the code deps of every stage in dvc.yaml files
 
 A folder whose every file the command runs is listed as the folder: DVC then records one hash for it instead of
 one per file, which keeps ``dvc.lock`` small (DVC parses and rewrites the whole lock file after every stage, about
@@ -15,7 +14,6 @@ run). Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first, 
 from __future__ import annotations
 
 import ast
-import re
 import sys
 from pathlib import Path
 
@@ -78,9 +76,9 @@ def closure(*modules: str) -> set[Path]:
 def command_files(command: str) -> set[Path]:
     """The files ``study <command>`` runs: the CLI and the command's module, with everything they import."""
     sys.path.insert(0, str(ROOT))
-    from study.cli import commands
+    from study.core.cli import commands
 
-    return closure(f"{PACKAGE}.cli", commands()[command][0])
+    return closure(f"{PACKAGE}.core.cli", commands()[command][0])
 
 
 def _sources(folder: Path) -> set[Path]:
@@ -102,36 +100,6 @@ def listed(files: set[Path]) -> list[Path]:
 PIPELINES = {"dvc.yaml": "", "pretrained/dvc.yaml": "../"}  # file -> prefix of the package in its deps
 
 
-def write_deps(pipeline: Path, prefix: str) -> None:
-    """Replace the ``study`` entries of every stage's deps in ``pipeline`` by its command's files (the other deps
-    and the rest of the file are kept as they are)."""
-    lines, out, command, i = pipeline.read_text().split("\n"), [], None, 0
-    while i < len(lines):
-        line = lines[i]
-        if re.match(r"^  [a-z_-]+:\s*$", line):  # a new stage
-            command = None
-        found = re.search(r"\bstudy ([a-z-]+)", line)
-        if command is None and found and ("cmd:" in line or line.startswith("      study ")):
-            command = found.group(1)
-        out.append(line)
-        i += 1
-        if re.match(r"^    deps:\s*$", line):
-            while i < len(lines) and lines[i].startswith(("      - ", "      #")):
-                if lines[i].startswith("      #") or not lines[i].strip()[2:].startswith(prefix + PACKAGE):
-                    out.append(lines[i])
-                i += 1
-            files = command_files(command)
-            # Outside its own project (prefix ../) DVC does not apply .dvcignore: a folder's hash would take in
-            # the bytecode Python writes there, so the pretrained pipeline lists files.
-            entries = listed(files) if not prefix else sorted(files)
-            out.extend(f"      - {prefix}{p.relative_to(ROOT)}" for p in entries)
-    pipeline.write_text("\n".join(out))
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "--write":
-        for name, prefix in PIPELINES.items():
-            write_deps(ROOT / name, prefix)
-    else:
-        for path in listed(command_files(sys.argv[1])):
-            print(f"      - {path.relative_to(ROOT)}")
+    for path in listed(command_files(sys.argv[1])):
+        print(f"      - {path.relative_to(ROOT)}")

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from study.analysis.attention import (
+from study.attention.maps import (
     attention_rollout,
     cls_attention_maps,
     cls_rollout_map,
@@ -20,9 +20,9 @@ from study.analysis.attention import (
     patch_distances,
     uniform_attention_distance,
 )
-from study.analysis.attention_figures import attention_distance_plot, attention_maps_figure, attention_maps_frame
-from study.analysis.figure_style import model_colour, save_figure
-from study.errors import StudyError
+from study.attention.figures import attention_distance_plot, attention_maps_figure, attention_maps_frame
+from study.outputs.figure_style import model_colour, save_figure
+from study.core.errors import StudyError
 
 
 def random_attention(generator: torch.Generator, batch: int, heads: int, tokens: int) -> torch.Tensor:
@@ -249,9 +249,9 @@ def test_attention_figures_render_and_save(tmp_path, generator):
 
 from scipy import stats  # noqa: E402
 
-from study.analysis import attention_study as A  # noqa: E402
-from study.analysis.attention import mean_attention_entropy, uniform_attention_entropy  # noqa: E402
-from study.report.attention import attention_findings, model_contrast_sentences  # noqa: E402
+from study.attention import study as A  # noqa: E402
+from study.attention.maps import mean_attention_entropy, uniform_attention_entropy  # noqa: E402
+from study.attention.report import attention_findings, model_contrast_sentences  # noqa: E402
 
 
 def test_entropy_of_uniform_attention_is_log_n_even_with_class_token_weight():
@@ -427,9 +427,10 @@ def test_a_run_keeps_the_weights_it_started_from(tmp_path, monkeypatch):
     builder), with the run's spec; the final weights differ from it."""
     import yaml
 
-    from study.config import parse_params
-    from study.stages import prepare as prepare_stage, subsets as subsets_stage
-    from study.stages import train as train_stage_module
+    from study.core.config import parse_params
+    import study.data.stage_prepare as prepare_stage
+    import study.data.stage_subsets as subsets_stage
+    import study.train.stage as train_stage_module
     from study.train.artifacts import load_trained
 
     smoke = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml").read_text())
@@ -460,7 +461,7 @@ def test_a_run_keeps_the_weights_it_started_from(tmp_path, monkeypatch):
     assert not torch.equal(final.state_dict()["pos_embed"], state["pos_embed"])
 
 def test_head_statistics_average_exactly_over_batches_and_carry_the_references():
-    from study.analysis.runs import normalised_images
+    from study.runs.load import normalised_images
     from study.models import attention_probs, build_model
 
     torch.manual_seed(0)

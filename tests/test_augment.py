@@ -14,17 +14,18 @@ import torch.nn.functional as F
 import yaml
 from torch import nn
 
-from study.stages import prepare as prepare_stage, subsets as subsets_stage
-from study.bench.table import STUDY, STUDY_AUGMENTED, USUAL, with_speedups
-from study.bench.workload import heavy_augmentation
-from study.cli import main
-from study.config import parse_params
-from study.errors import StudyError
+from study.data import stage_prepare as prepare_stage
+from study.data import stage_subsets as subsets_stage
+from study.infra.bench.table import STUDY, STUDY_AUGMENTED, USUAL, with_speedups
+from study.infra.bench.workload import heavy_augmentation
+from study.core.cli import main
+from study.core.config import parse_params
+from study.core.errors import StudyError
 from study.train.augment import Augmentation, BatchAugment, apply_per_row
 from study.train.batches import BatchOrder, DeviceSplit, normalise
 from study.train.step import Recipe, TrainStep
 from study.train.losses import DistillationLoss, LabelLoss
-from study.stages.train import run as train_stage
+from study.train.stage import run as train_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASSES = 10

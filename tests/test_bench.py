@@ -17,12 +17,12 @@ import timm.models.vision_transformer
 import torch
 import yaml
 
-from study.bench.measure import measure_peak_flops
-from study.bench.study_path import study_step
-from study.bench.table import STUDY, USUAL, with_speedups
-from study.bench.usual_path import usual_model
-from study.bench.workload import Shape, synthetic_data
-from study.cli import main
+from study.infra.bench.measure import measure_peak_flops
+from study.infra.bench.study_path import study_step
+from study.infra.bench.table import STUDY, USUAL, with_speedups
+from study.infra.bench.usual_path import usual_model
+from study.infra.bench.workload import Shape, synthetic_data
+from study.core.cli import main
 from study.models import build_model
 from study.models.cost import count_parameters, forward_flops
 from study.train.augment import Augmentation
@@ -146,8 +146,8 @@ def test_unknown_model_key_is_a_one_line_error(bench_run, capsys):
 
 
 def test_the_cka_benchmark_times_every_implementation_and_agrees_with_its_reference():
-    """`python -m study.bench.cka` at toy size: every implementation timed, float32 Grams within 1e-4 of float64."""
-    from study.bench.cka import run
+    """`python -m study.infra.bench.cka` at toy size: every implementation timed, float32 Grams within 1e-4 of float64."""
+    from study.infra.bench.cka import run
 
     report = run(images=24, batch=12, naive=True)
     assert set(report["seconds"]) == {"minibatch_f32_vit_vs_resnet", "minibatch_f64_vit_vs_resnet",
@@ -159,9 +159,9 @@ def test_the_cka_benchmark_times_every_implementation_and_agrees_with_its_refere
 
 def test_precisions_side_by_side_each_against_its_own_peak(tmp_path, monkeypatch):
     """`--precision fp32 --precision bf16`: both paths at each precision, MFU against that precision's peak."""
-    import study.bench.measure
+    import study.infra.bench.measure
 
-    monkeypatch.setitem(study.bench.measure.PEAK_SIZE, "cpu", 64)  # CPUs without native bf16 take ~17 s a 2048² try
+    monkeypatch.setitem(study.infra.bench.measure.PEAK_SIZE, "cpu", 64)  # CPUs without native bf16 take ~17 s a 2048² try
     raw = {**TINY_PARAMS, "baselines": ["vit"], "distill": [], "models": {"vit": TINY_PARAMS["models"]["vit"]}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     out = tmp_path / "bench.csv"

@@ -13,9 +13,9 @@ import pytest
 import torch
 import yaml
 
-from study.analysis import budget_check as B
-from study.config import BudgetParams, parse_params
-from study.errors import StudyError
+from study.budget_check import check as B
+from study.core.config import BudgetParams, parse_params
+from study.core.errors import StudyError
 from study.train.budget import plan_budget
 from study.train.spec import RunSpec
 from test_train import SMOKE, prepare_digits
@@ -39,7 +39,7 @@ def test_the_section_is_optional_and_the_presets_set_it():
     assert _params(absent=True).budget_check is None
     check = _params().budget_check
     assert (check.fractions, check.factor, check.tolerance) == ((0.5,), 2.0, 0.01)
-    from study.config import load_params
+    from study.core.config import load_params
 
     default = load_params(ROOT / "params.yaml").budget_check
     assert (default.fractions, default.factor, default.tolerance) == ((0.04,), 2.0, 0.01)
@@ -50,7 +50,7 @@ def test_every_study_preset_checks_its_largest_fraction():
     preset without the section would not parse. Every preset checks its largest fraction (the GPU presets and the
     quick one their smallest too; the CPU studies cannot afford it in their time); the smoke preset checks its
     smaller fraction only, at that fraction's cost."""
-    from study.config import load_params
+    from study.core.config import load_params
 
     configs = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")
     presets = [ROOT / "params.yaml", *configs]
@@ -67,7 +67,7 @@ def test_every_study_preset_checks_its_largest_fraction():
 def test_the_4pct_check_preset_is_the_default_study_at_its_largest_fraction():
     """configs/check_4pct.yaml reruns the default's budget check with 10 seeds: its runs at 4% must be the default's
     (same data, models, budget and training settings), or the check would not be about the default's runs."""
-    from study.config import load_params
+    from study.core.config import load_params
 
     default, check = load_params(ROOT / "params.yaml"), load_params(ROOT / "configs" / "check_4pct.yaml")
     assert check.fractions == (max(default.fractions),) and check.seeds == default.seeds
@@ -104,7 +104,7 @@ def test_a_bad_budget_check_is_refused_in_one_line(change, message):
 
 
 def test_a_budget_factor_of_2_doubles_the_planned_steps():
-    from study.stages.train import scaled_budget
+    from study.train.stage import scaled_budget
 
     b = BudgetParams(batch_size=64, epochs=10.0, convention="epochs", min_steps=40)
     # Set by the data: 10 epochs of 640 images = 100 steps; 20 epochs = 200.
@@ -147,17 +147,15 @@ def digits(tmp_path_factory):
 def _train_args(digits: Path, out: Path, *extra: str) -> list[str]:
     return ["train", "--params", str(digits / "params.yaml"), "--model", "resnet", "--fraction", "0.5", "--seed", "0",
             "--prepared", str(digits / "prepared"), "--subset", str(digits / "subsets/s0/f0.5.npy"),
-            "--validation", str(digits / "subsets/validation.npy"), "--checkpoint", str(out / "model.pt"),
-            "--metrics", str(out / "metrics.json"), "--history", str(out / "history.csv"),
-            "--resume", str(out / "resume.pt"), "--predictions", str(out / "predictions.npy"), *extra]
+            "--validation", str(digits / "subsets/validation.npy"), "--run", str(out), *extra]
 
 
 def test_study_train_budget_factor_2_trains_twice_the_steps(digits, tmp_path, monkeypatch):
-    """`study train --budget-factor 2` hands the trainer the doubled budget (known answer from plan_budget) and a
+    """`study train --budget check` (factor 2) hands the trainer the doubled budget (known answer from plan_budget) and a
     spec recording the factor; the trainer itself is stubbed out."""
-    from study.cli import build_parser
+    from study.core.cli import build_parser
     from study.data.subsets import read_subset
-    from study.stages import train as stage
+    import study.train.stage as stage
 
     seen = []
 
@@ -166,7 +164,7 @@ def test_study_train_budget_factor_2_trains_twice_the_steps(digits, tmp_path, mo
         return {"test_top1": 0.5, "train_seconds": 1.0, "throughput_images_per_s": 1.0, "device": "cpu"}
 
     monkeypatch.setattr(stage, "train_run", fake_train_run)
-    for extra in ((), ("--budget-factor", "2")):
+    for extra in ((), ("--budget", "check")):
         args = build_parser("train").parse_args(_train_args(digits, tmp_path, *extra))
         summary = stage.main(args)
     assert "(budget x2)" in summary
@@ -259,7 +257,7 @@ def test_the_projected_seeds_to_show_a_cell_converged():
 
 
 def test_an_undetermined_cell_says_what_settling_it_would_cost():
-    from study.report.convergence import budget_check_sentences
+    from study.budget_check.report import budget_check_sentences
 
     cells = B.budget_check_table(_pairs({"wide": [-0.01, 0.0, 0.012], "more": [0.005, 0.015, 0.03]}), 0.95, 0.01)
     sentences = budget_check_sentences(cells)
@@ -312,7 +310,7 @@ def _fabricate(tmp_path: Path, factor_2x: float = 2.0, deltas=DELTAS) -> tuple[P
 
 
 def test_the_stage_writes_its_tables_and_figure(tmp_path):
-    from study.stages import budget_check as stage
+    import study.budget_check.stage as stage
 
     runs, longer = _fabricate(tmp_path)
     figures, tables = tmp_path / "figures", tmp_path / "tables"
@@ -335,9 +333,9 @@ def test_the_stage_writes_its_tables_and_figure(tmp_path):
 
 
 def test_the_report_sentences_follow_the_verdicts(tmp_path):
-    from study.report.convergence import budget_check_sentences
-    from study.report.tables import read_table
-    from study.stages import budget_check as stage
+    from study.budget_check.report import budget_check_sentences
+    from study.outputs.tables import read_table
+    import study.budget_check.stage as stage
 
     runs, longer = _fabricate(tmp_path)
     stage.run(_params(), runs, longer, tmp_path / "figures", tmp_path / "tables")
@@ -354,7 +352,7 @@ def test_the_report_sentences_follow_the_verdicts(tmp_path):
 
 
 def test_with_two_seeds_the_sentences_infer_nothing():
-    from study.report.convergence import budget_check_sentences
+    from study.budget_check.report import budget_check_sentences
 
     cells = B.budget_check_table(_pairs({"resnet": [0.0, 0.001], "vit": [0.1, 0.2]}), 0.95, 0.01)
     sentences = budget_check_sentences(cells)
@@ -366,7 +364,7 @@ def test_with_two_seeds_the_sentences_infer_nothing():
 def test_extra_seeds_join_the_check_and_nothing_else(tmp_path):
     """budget_check.seeds: the extra seeds' runs at the study's budget live in runs_2x/x1/ (stage check_1x); the
     stage pairs them with their longer runs, so each cell has the study's seeds plus the extra ones."""
-    from study.stages import budget_check as stage
+    import study.budget_check.stage as stage
 
     runs, longer = _fabricate(tmp_path)
     extra = {"resnet": [0.002, -0.001], "vit": [0.09, 0.10], "deit": [0.01, -0.02]}
@@ -387,7 +385,7 @@ def test_extra_seeds_join_the_check_and_nothing_else(tmp_path):
 
 
 def test_the_stage_refuses_runs_of_another_factor_and_missing_pairs(tmp_path):
-    from study.stages import budget_check as stage
+    import study.budget_check.stage as stage
 
     runs, longer = _fabricate(tmp_path / "a", factor_2x=1.5)
     with pytest.raises(StudyError, match=r"trained at budget x1.5, but the longer runs need x2 \(budget_check.factor\)"):
@@ -405,9 +403,9 @@ def test_the_stage_refuses_runs_of_another_factor_and_missing_pairs(tmp_path):
 
 @pytest.mark.slow
 def test_a_real_run_at_budget_factor_2(digits, tmp_path):
-    """`study train --budget-factor 2` end to end: the run trains the doubled steps, its history spans them, and
+    """`study train --budget check` (factor 2) end to end: the run trains the doubled steps, its history spans them, and
     its metrics and model.pt record the factor."""
-    from study.cli import main
+    from study.core.cli import main
     from study.train.artifacts import load_trained
 
     out = tmp_path / "run"
@@ -423,7 +421,7 @@ def test_a_real_run_at_budget_factor_2(digits, tmp_path):
     _, spec = load_trained(out / "model.pt")
     assert spec.budget_factor == 2.0
     # The runs' table reader and the check's pairing see it as a longer run.
-    from study.analysis.runs import collect_runs
+    from study.runs.table import collect_runs
 
     assert B.with_factors(collect_runs(tmp_path))["factor"].tolist() == [2.0]
 
@@ -446,7 +444,7 @@ def test_the_check_stages_render_one_per_extra_seed(tmp_path):
 def test_study_train_takes_an_extra_seed_only_at_a_checked_fraction(tmp_path):
     """`study train` refuses a seed the params do not train; budget_check.seeds are trained at the checked
     fractions only (stages check_*), so the guard lets them through there and nowhere else."""
-    from study.stages.train import run
+    from study.train.stage import run
 
     def guard(params, fraction, seed):
         files = [tmp_path / name for name in ("prepared", "s.npy", "v.npy")]
@@ -469,7 +467,7 @@ def test_the_committed_4pct_check_follows_from_its_run_pairs_and_shares_the_defa
     """reports/check_4pct/ (configs/check_4pct.yaml, `dvc repro budget_check`): its verdicts follow from its own
     per-run table under the preset's confidence and tolerance, it has every seed of the preset, and its seeds 0-2
     are the default study's runs (the same top-1 at both budgets as the default's committed check)."""
-    from study.config import load_params
+    from study.core.config import load_params
 
     params = load_params(ROOT / "configs" / "check_4pct.yaml")
     folder = ROOT / "reports" / "check_4pct" / "tables" / "budget_check"

@@ -10,12 +10,12 @@ import pytest
 import torch
 from scipy.spatial.distance import pdist, squareform
 
-from study.analysis import cka as cka_module
-from study.analysis.cka import MinibatchCKA, hsic0, hsic1, linear_cka
-from study.analysis.cka_figures import CKAPanel, cka_frame, cka_grid, cka_heatmap, cka_to_reference
-from study.analysis.curves_figures import data_efficiency_figure
-from study.analysis.figure_style import save_figure
-from study.errors import StudyError
+from study.representations import cka as cka_module
+from study.representations.cka import MinibatchCKA, hsic0, hsic1, linear_cka
+from study.representations.figures import CKAPanel, cka_frame, cka_grid, cka_heatmap, cka_to_reference
+from study.efficiency.figures import data_efficiency_figure
+from study.outputs.figure_style import save_figure
+from study.core.errors import StudyError
 from study.train.spec import RunSpec
 
 
@@ -354,7 +354,7 @@ def test_data_efficiency_figure_renders_one_line_per_model(rng):
 # The CKA study: another seed's full-data model, the noise ceiling, relative depth
 # ---------------------------------------------------------------------------------------------------
 
-from study.analysis import similarity as S  # noqa: E402
+from study.representations import similarity as S  # noqa: E402
 
 
 class RandomFeatures(torch.nn.Module):

@@ -11,15 +11,15 @@ import pandas as pd
 import pytest
 import torch
 
-from study.analysis import similarity as S
-from study.analysis.cka import MinibatchCKA, linear_cka
-from study.analysis.cka_depth import across_depth_mean
-from study.analysis.cka_figures import CKAPanel, cka_across_depth, cka_grid, cka_to_reference, outward_limits
-from study.analysis.figure_style import save_figure
-from study.analysis.runs import normalised_images
-from study.errors import StudyError
+from study.representations import similarity as S
+from study.representations.cka import MinibatchCKA, linear_cka
+from study.representations.depth import across_depth_mean
+from study.representations.figures import CKAPanel, cka_across_depth, cka_grid, cka_to_reference, outward_limits
+from study.outputs.figure_style import save_figure
+from study.runs.load import normalised_images
+from study.core.errors import StudyError
 from study.models import build_model, representations
-from study.report.representations import cka_findings
+from study.representations.report import cka_findings
 from study.train.artifacts import load_trained, save_trained
 from study.train.spec import RunSpec
 
@@ -253,7 +253,7 @@ def test_cka_across_depth_figure_draws_pair_ceilings_chance_and_the_excluded_str
 def test_many_pairs_wrap_onto_rows_of_at_most_four_panels():
     """A study of 8 models has 28 pairs: in one row their panels collapse to nothing (matplotlib's warning in the
     priors preset's first run); in rows of 4 each keeps its width."""
-    from study.analysis.cka_figures import MAX_COLUMNS
+    from study.representations.figures import MAX_COLUMNS
 
     models = [f"m{i}" for i in range(6)]
     pairs = [(a, b) for i, a in enumerate(models) for b in models[i + 1:]]  # 15 pairs -> 4 rows

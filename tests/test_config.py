@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from study.config import load_params, parse_params
-from study.errors import StudyError
+from study.core.config import load_params, parse_params
+from study.core.errors import StudyError
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
@@ -51,7 +51,7 @@ def test_presets_and_default_params_are_valid():
 def test_preset_models_build_and_student_matches_vit(path):
     # Validation does not build models, so an arch_args key a builder rejects, or a patch size that does not
     # divide the image, would otherwise surface only in the training stage (on a GPU, for the GPU presets).
-    from study.config import INPUT_SHAPES, NUM_CLASSES
+    from study.core.config import INPUT_SHAPES, NUM_CLASSES
     from study.models import build_model
 
     params = load_params(path)
@@ -82,8 +82,6 @@ def test_preset_models_build_and_student_matches_vit(path):
         ("seeds", [], "seeds = []"),
         ("seeds", [-1], "non-negative"),
         ("data.dataset", "mnist", "data.dataset = 'mnist'"),
-        ("models.vit.arch", "vitt", "models.vit.arch = 'vitt': unknown model"),
-        ("models.vit.arch", "timm:not_a_model", "timm has no such model"),
         ("budget.epochs", -1.0, "budget.epochs = -1.0"),
         ("budget.min_steps", -5, "budget.min_steps = -5"),
         ("models.vit.lr", 0.0, "models.vit.lr = 0.0"),
@@ -102,6 +100,18 @@ def test_bad_params_give_one_line_errors(path, value, expected):
     message = str(err.value)
     assert expected in message
     assert "\n" not in message and message.startswith("params.yaml: ")
+
+
+@pytest.mark.parametrize("arch, expected", [("vitt", "models.vit.arch = 'vitt': unknown model"),
+                                            ("timm:not_a_model", "timm has no such model")])
+def test_an_unknown_architecture_is_refused_before_any_training(arch, expected):
+    """The schema takes any name; the stages that build models (and ``study check``) refuse one nothing builds."""
+    from study.models import check_archs
+
+    params = parse_params(with_change("models.vit.arch", arch), source="params.yaml")
+    with pytest.raises(StudyError) as err:
+        check_archs({name: m.arch for name, m in params.models.items()}, "params.yaml")
+    assert expected in str(err.value) and "\n" not in str(err.value) and str(err.value).startswith("params.yaml: ")
 
 
 def test_params_are_frozen():
@@ -137,7 +147,7 @@ def test_cli_reports_yaml_syntax_and_missing_file(tmp_path):
 def test_config_knows_every_registered_dataset():
     from typing import get_args, get_type_hints
 
-    from study.config import INPUT_SHAPES, NUM_CLASSES, DataParams
+    from study.core.config import INPUT_SHAPES, NUM_CLASSES, DataParams
     from study.data.datasets import DATASETS
 
     allowed = get_args(get_type_hints(DataParams)["dataset"])

@@ -11,14 +11,14 @@ from timm.models.convit import ConVit as TimmConVit
 
 from conftest import assert_costs_like_study_vit, assert_parity_both_ways, random_images, randomize_parameters
 
-from study.analysis.attention import (
+from study.attention.maps import (
     attention_rollout,
     cls_rollout_map,
     mean_attention_distance,
     mean_attention_entropy,
     uniform_attention_distance,
 )
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.models import attention_probs, build_model, representations
 from study.models.convit import ConViT, GatedPositionalAttention
 

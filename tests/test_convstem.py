@@ -9,7 +9,7 @@ from torch import nn
 
 from conftest import assert_costs_like_study_vit, random_images
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.models import attention_probs, build_model, representations
 from study.models.convstem import ConvStem, ConvStemViT
 

@@ -21,7 +21,7 @@ from study.data.datasets import DATASETS, load_dataset
 from study.data.schema import Dataset
 from study.data import cifar as cifar_module
 from study.data.fashionmnist import SYSTEM_DIR, load_fashionmnist
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 ARRAYS = ("train_images", "train_labels", "test_images", "test_labels")
 TRAIN_IMAGES = "train-images-idx3-ubyte"

@@ -30,11 +30,11 @@ import pytest
 import torch
 import yaml
 
-from study.config import EngineParams, parse_params
-from study.engine.resources import Reservation, is_training, reservation, with_cpus_per_run
-from study.engine.schedule import DONE, FAILED, RUNNING, SKIPPED, WAITING, Schedule
-from study.engine.tasks import _WATCHER, Job, run_job, shell_command
-from study.errors import StudyError
+from study.core.config import EngineParams, parse_params
+from study.infra.engine.resources import Reservation, is_training, reservation, with_cpus_per_run
+from study.infra.engine.schedule import DONE, FAILED, RUNNING, SKIPPED, WAITING, Schedule
+from study.infra.engine.tasks import _WATCHER, Job, run_job, shell_command
+from study.core.errors import StudyError
 from test_faults import SMOKE, _assert_same_results, _copy_study, _dvc, _env, assert_same_run, cli
 
 STUDY = str(Path(sys.executable).parent / "study")
@@ -144,7 +144,7 @@ def test_the_engine_section_is_optional_and_validated_in_one_line():
 
 
 def test_study_threads_replaces_train_threads_once_at_configure(monkeypatch):
-    from study import runtime
+    from study.core import runtime
 
     previous = torch.get_num_threads()
     try:
@@ -216,7 +216,7 @@ def test_a_command_dies_with_its_worker_even_where_the_shell_forks_it(tmp_path):
     """A worker killed outright (SIGKILL: a lost node, Ray killing it when its driver died) cannot stop its
     command, and /bin/sh (dash) runs even a single command as a child of its own."""
     job = _job(tmp_path, "sleep 120 & echo $! > child.pid; wait")
-    worker = subprocess.Popen([sys.executable, "-c", f"from study.engine.tasks import *; run_job({job!r})"],
+    worker = subprocess.Popen([sys.executable, "-c", f"from study.infra.engine.tasks import *; run_job({job!r})"],
                               env={**os.environ, "SHELL": "/bin/sh"})
     deadline = time.monotonic() + 30
     while not (tmp_path / "child.pid").is_file() or not (tmp_path / "child.pid").read_text().strip():
@@ -234,7 +234,7 @@ def test_a_command_whose_shell_is_killed_takes_its_group_with_it(tmp_path):
     later, the worker: in between, the worker sees its command end by SIGKILL while the stage the shell forked
     still runs. That stage must die too (CI's failure of the kill-and-resume test below)."""
     job = _job(tmp_path, "sleep 120 & echo $! > child.pid; wait")
-    worker = subprocess.Popen([sys.executable, "-c", f"from study.engine.tasks import *; print(run_job({job!r}))"],
+    worker = subprocess.Popen([sys.executable, "-c", f"from study.infra.engine.tasks import *; print(run_job({job!r}))"],
                               env={**os.environ, "SHELL": "/bin/sh"}, stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not (tmp_path / "child.pid").is_file() or not (tmp_path / "child.pid").read_text().strip():

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from study.config import EngineParams
-from study.engine.cluster import Cluster
-from study.engine.resources import Reservation, reservation
-from study.engine.tasks import Job
+from study.core.config import EngineParams
+from study.infra.engine.cluster import Cluster
+from study.infra.engine.resources import Reservation, reservation
+from study.infra.engine.tasks import Job
 
 SECONDS = 2.0  # each stage's length: long enough that stages which may overlap do
 # A stage: note CUDA_VISIBLE_DEVICES and when it started and ended (time.time, comparable across processes).
@@ -103,7 +103,7 @@ def test_a_failing_command_fails_its_stage_and_the_driver_still_sees_exit_status
 
 
 def test_gpus_with_an_address_or_below_zero_is_one_line(capsys):
-    from study.cli import main
+    from study.core.cli import main
 
     params = str(Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml")
     for args, message in ((["--address", "auto", "--gpus", "2"], "--gpus sizes the local Ray instance"),

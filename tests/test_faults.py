@@ -2,7 +2,7 @@
 
 Every case ends in a one-line error (``error: ...`` and exit status 2 through the CLI) naming the problem
 and the fix, or in a recovery whose results equal an uninterrupted run's; and nothing finished is lost or
-half written. The fast cases call ``study.cli.main`` in-process on the smoke preset's digits with a 20-step
+half written. The fast cases call ``study.core.cli.main`` in-process on the smoke preset's digits with a 20-step
 budget. The slow ones run ``dvc repro`` in copies of the finished smoke study (conftest's ``smoke_study``),
 SIGKILL it at chosen points and compare every result with that uninterrupted study.
 """
@@ -35,7 +35,7 @@ import torch
 import yaml
 
 from conftest import ROOT
-from study.cli import main
+from study.core.cli import main
 from study.data.prepared import read_prepared, write_prepared
 from study.data.schema import Dataset
 from study.models import build_model
@@ -44,9 +44,8 @@ from study.train.spec import RunSpec
 from study.train.losses import LabelLoss
 
 SMOKE = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
-# A run's output files, by the `study train` option that names them.
-OUTPUTS = {"--checkpoint": "model.pt", "--metrics": "metrics.json", "--history": "history.csv",
-           "--resume": "resume.pt", "--predictions": "predictions.npy"}
+# A run's output files, which `study train --run` writes into the run's folder.
+OUTPUTS = ("model.pt", "metrics.json", "history.csv", "resume.pt", "predictions.npy")
 
 
 # --- helpers ------------------------------------------------------------------------------------------
@@ -87,9 +86,7 @@ def train_args(digits: Path, out: Path, model: str = "resnet", teacher: Path | N
     """``study train`` of ``model`` on half of the digits, seed 0, writing into ``out``."""
     args = ["train", "--params", digits / "params.yaml", "--model", model, "--fraction", "0.5", "--seed", "0",
             "--prepared", digits / "prepared", "--subset", subset or digits / "subsets" / "s0" / "f0.5.npy",
-            "--validation", digits / "subsets" / "validation.npy"]
-    for option, name in OUTPUTS.items():
-        args += [option, out / name]
+            "--validation", digits / "subsets" / "validation.npy", "--run", out]
     return args + (["--teacher", teacher] if teacher else [])
 
 
@@ -510,7 +507,7 @@ SHIM = textwrap.dedent('''\
     import contextlib, os, signal, sys, time
     from pathlib import Path
 
-    import study.io
+    import study.core.io
 
     if "HOLD_UNTIL" in os.environ:
         gate = Path(os.environ["HOLD_UNTIL"])
@@ -542,9 +539,9 @@ SHIM = textwrap.dedent('''\
         return wrapped
 
 
-    study.io.atomic_path = killer(study.io.atomic_path)  # before anything imports it by name
-    study.io.atomic_dir = killer(study.io.atomic_dir)
-    from study.cli import main
+    study.core.io.atomic_path = killer(study.core.io.atomic_path)  # before anything imports it by name
+    study.core.io.atomic_dir = killer(study.core.io.atomic_dir)
+    from study.core.cli import main
     sys.exit(main())
 ''')
 
@@ -662,7 +659,7 @@ def test_a_second_repro_in_the_same_workspace_refuses_and_corrupts_nothing(smoke
     # DVC releases its repo lock while a stage's command runs; the stage's read/write locks on its paths
     # then stop the second at the first stage whose outputs the first one's stage reads.
     # (CI of 8f8054f and 551c716 saw this refusal exit 0, and the SIGKILLed repro of the test above exit 0: an
-    # earlier test's in-process Ray instance had left SIGCHLD ignored in pytest; study.engine now undoes that.)
+    # earlier test's in-process Ray instance had left SIGCHLD ignored in pytest; study.infra.engine now undoes that.)
     refusal = second.stdout + second.stderr
     assert second.returncode != 0, refusal
     assert "Running stage" not in refusal, refusal

@@ -20,11 +20,11 @@ from types import SimpleNamespace
 
 from torch.autograd import DeviceType
 
-from study.bench import acceptance as acc
-from study.bench import device_runs
-from study.bench import profile as bench_profile
-from study.bench import scratch_repro
-from study.cli import main
+from study.infra.bench import acceptance as acc
+from study.infra.bench import device_runs
+from study.infra.bench import profile as bench_profile
+from study.infra.bench import scratch_repro
+from study.core.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 

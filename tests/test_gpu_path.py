@@ -24,10 +24,10 @@ import torch._dynamo.utils
 import yaml
 from torch import nn
 
-import study.bench.measure
-from study.cli import main
-from study.config import parse_params
-from study.errors import StudyError
+import study.infra.bench.measure
+from study.core.cli import main
+from study.core.config import parse_params
+from study.core.errors import StudyError
 from study.models import build_model, is_transformer
 from study.train.artifacts import load_trained, save_trained
 from study.train.spec import RunSpec
@@ -233,7 +233,7 @@ def test_an_unknown_precision_is_refused_in_one_line(tmp_path):
 def test_bench_precision_option_reaches_both_paths_and_the_peak(tmp_path, monkeypatch):
     """`study bench --precision bf16` on CPU: both rows autocast, and MFU's peak is a bf16 matmul."""
     # This CPU multiplies bf16 at about 1 GFLOP/s (no native bf16): the default 2048² peak takes ~17 s a try.
-    monkeypatch.setitem(study.bench.measure.PEAK_SIZE, "cpu", 64)
+    monkeypatch.setitem(study.infra.bench.measure.PEAK_SIZE, "cpu", 64)
     raw = {"data": {"dataset": "digits"}, "fractions": [1.0], "seeds": [0], "baselines": ["vit"],
            "distill": [], "models": {"vit": {"arch": "vit", "arch_args": TINY_VIT}}, "budget": {"batch_size": 8}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))

@@ -15,10 +15,10 @@ import pytest
 
 from scipy import stats
 
-from study.analysis.curves import crossings, gap_trends, paired_gaps, power_law_table, summarise, too_wide
-from study.analysis.inference import equivalence_bound, holm_intervals, slope_interval, t_test_p
-from study.analysis.setup import training_fit
-from study.report import accuracy as F
+from study.efficiency.curves import crossings, gap_trends, paired_gaps, power_law_table, summarise, too_wide
+from study.stats.intervals import equivalence_bound, holm_intervals, slope_interval, t_test_p
+from study.report.setup import training_fit
+from study.efficiency import report as F
 from study.report.limitations import limitations
 from study.train.budget import plan_budget
 from study.train.convergence import convergence

@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from study.stages import prepare as prepare_stage, subsets as subsets_stage
-from study.config import load_params
-from study.errors import StudyError
+from study.data import stage_prepare as prepare_stage
+from study.data import stage_subsets as subsets_stage
+from study.core.config import load_params
+from study.core.errors import StudyError
 from study.levers import lever_table, merge, read_grid, sweep
 
 ROOT = Path(__file__).resolve().parents[1]

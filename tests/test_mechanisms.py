@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from study.analysis import attention_study as A
-from study.analysis import similarity as S
-from study.analysis.cka_depth import across_depth_mean
-from study.report.attention import attention_findings
+from study.attention import study as A
+from study.representations import similarity as S
+from study.representations.depth import across_depth_mean
+from study.attention.report import attention_findings
 from study.report.limitations import analysis_limitations
-from study.report.representations import cka_findings
-from study.report.tables import read_table
+from study.representations.report import cka_findings
+from study.outputs.tables import read_table
 
 CONFIDENCE = 0.95
 

@@ -13,7 +13,7 @@ from conftest import assert_same_state_dict_layout as _assert_same_state_dict_la
 from conftest import random_images as _images
 from conftest import randomize_parameters as _randomize
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.models import MODEL_NAMES, attention_probs, build_model, representations
 from study.models.cost import cost_table, count_parameters, forward_flops
 from study.models.deit import DistilledVisionTransformer

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from conftest import dvc
-from study.config import parse_params
-from study.errors import StudyError
-from study.report.tables import read_table
-from study.stages.distillation import run as distillation
+from study.core.config import parse_params
+from study.core.errors import StudyError
+from study.outputs.tables import read_table
+from study.distillation.stage import run as distillation
 
 ROOT = Path(__file__).resolve().parents[1]
 DVC = Path(sys.executable).with_name("dvc")

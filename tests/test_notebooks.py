@@ -54,7 +54,7 @@ def test_committed_notebook_has_no_outputs(path: Path):
 
 def test_notebooks_label_fractions_exactly():
     """A fraction of the data is printed exactly (0.005 -> "0.5%"), never rounded to whole percent ("0%")."""
-    from study.analysis.figure_style import percent_label
+    from study.outputs.figure_style import percent_label
 
     assert [percent_label(f) for f in (0.005, 0.07, 0.1, 1.0)] == ["0.5%", "7%", "10%", "100%"]
     for path in notebook_paths():

@@ -18,14 +18,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from study import runtime
-from study.stages import prepare as prepare_stage, subsets as subsets_stage
-from study.config import parse_params
+from study.core import runtime
+from study.data import stage_prepare as prepare_stage
+from study.data import stage_subsets as subsets_stage
+from study.core.config import parse_params
 from study.data.fashionmnist import SYSTEM_DIR
 from study.data.subsets import subset_file
-from study.io import read_json
+from study.core.io import read_json
 from study.levers import merge
-from study.stages.train import run as train_stage
+from study.train.stage import run as train_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 300  # "a few hundred steps": the schedule (warmup, cosine to zero) is planned over these

@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.models.vit import VisionTransformer
 from study.pretrained import load_pretrained, open_checkpoint
 from study.pretrained.weights import read_state_dict

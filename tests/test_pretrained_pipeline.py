@@ -18,7 +18,7 @@ import yaml
 from PIL import Image
 
 from conftest import copy_project, dvc
-from study.cli import main
+from study.core.cli import main
 
 
 def _image_folder(folder: Path, count: int) -> None:

@@ -1,4 +1,4 @@
-"""ConViT's gates (study.analysis.gates) and the report's sentences about priors (study.report.priors), on small
+"""ConViT's gates (study.priors.gates) and the report's sentences about priors (study.priors.report), on small
 tables with known answers."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study.analysis import gates as G
+from study.priors import gates as G
 from study.models import VIT_FAMILY, build_model
-from study.report.priors import arms_of, gate_sentences, prior_sentences, priors_title, scramble_sentences
+from study.priors.report import arms_of, gate_sentences, prior_sentences, priors_title, scramble_sentences
 
 VIT = {"arch": "vit", "arch_args": {"depth": 2}, "lr": 1e-3, "scramble": None}
 MODELS = {

@@ -1,4 +1,4 @@
-"""Robustness probes (study.analysis.probes) checked against answers known by construction.
+"""Robustness probes (study.robustness.probes) checked against answers known by construction.
 
 The images are synthetic and made here: textured ellipses on a black background, like Fashion-MNIST
 items (28×28 grey) and centred CIFAR objects (32×32 colour). Known answers: where a shifted pixel lands,
@@ -17,12 +17,12 @@ import pandas as pd
 import pytest
 import torch
 
-from study.analysis.probes import (CORRUPTIONS, MNIST_C, SEEDED, cell_map, cell_permutations, check_probe_settings,
+from study.robustness.probes import (CORRUPTIONS, MNIST_C, SEEDED, cell_map, cell_permutations, check_probe_settings,
                                    corrupt, half_cell_offset, hidden_count, mce, occlusion, permute_cells,
                                    prediction_change, rearrangement, translation)
-from study.analysis.probes.corrupt_pixels import stripe_width
-from study.analysis.probes import corruption_errors
-from study.errors import StudyError
+from study.robustness.probes.corrupt_pixels import stripe_width
+from study.robustness.probes import corruption_errors
+from study.core.errors import StudyError
 from study.models import build_model
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "robustness.md"

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from study import cli
+from study.core import cli
 from study.report.format import confidence_levels, interval, no_detectable, percent, plural, share
 from study.report.provenance import pipeline_code
 
@@ -34,9 +34,9 @@ def sha256(path: Path) -> str:
 
 
 def test_each_preset_report_has_a_title_naming_its_study():
-    from study.config import load_params
+    from study.core.config import load_params
     from study.report.render import report_title
-    from study.stages.report import setup_facts
+    from study.report.stage import setup_facts
 
     presets = [ROOT / "params.yaml", *sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")]
     titles = {path.name: report_title(setup_facts(load_params(path))) for path in presets}
@@ -50,7 +50,7 @@ def test_each_preset_report_has_a_title_naming_its_study():
 
 
 def test_the_report_prints_how_its_study_was_designed_from_its_parameters_files_header():
-    from study.stages.report import header_comment
+    from study.report.stage import header_comment
 
     assert header_comment("# The study\n# - why: x\n#\ndata:\n  a: 1  # not this\n# nor this\n") == "The study\n- why: x"
     assert header_comment("data: {}\n") == ""
@@ -96,7 +96,7 @@ def test_the_confidence_levels_are_explained_with_holms_levels():
 
 
 def test_only_hard_distillation_is_said_to_add_little_where_the_teacher_fits_its_images():
-    from study.report.distillation import distillation_sentences
+    from study.distillation.report import distillation_sentences
 
     teacher = pd.DataFrame({"model": ["resnet", "resnet"], "train_images": [290, 1140], "train_top1_mean": [1.0, 0.98],
                             "test_top1_mean": [0.75, 0.82]})
@@ -108,7 +108,7 @@ def test_only_hard_distillation_is_said_to_add_little_where_the_teacher_fits_its
 
 
 def test_distillation_sentences_carry_the_equivalence_bound_of_a_null_agreement_gap():
-    from study.report.distillation import distillation_sentences
+    from study.distillation.report import distillation_sentences
 
     gap = {"comparison": "deit - vit", "fraction": 1.0, "train_images": 57000, "seeds": 3, "gap_mean": 0.005,
            "adj_ci_low": -0.02, "adj_ci_high": 0.03, "significant": False, "inference": True,
@@ -230,12 +230,13 @@ def test_the_budget_check_and_the_teacher_views_enter_the_report_and_the_provena
     teacher view counts) with a budget check added: the report gains the check's sentences under Convergence, a
     section with its figure and table, and the view sentences and table under Distillation; the provenance digests
     the longer runs (runs_2x) as it digests the runs."""
-    from study.analysis.budget_check import RUN_COLUMNS, budget_check_table
-    from study.config import parse_params
-    from study.report.convergence import budget_check_sentences
-    from study.report.distillation import teacher_view_sentences
-    from study.report.tables import read_table, write_table
-    from study.stages import curves, distillation
+    from study.budget_check.check import RUN_COLUMNS, budget_check_table
+    from study.core.config import parse_params
+    from study.budget_check.report import budget_check_sentences
+    from study.distillation.report import teacher_view_sentences
+    from study.outputs.tables import read_table, write_table
+    import study.efficiency.stage_curves as curves
+    import study.distillation.stage as distillation
     from test_budget_check import SMOKE
     from test_teacher_views import _study_runs
 

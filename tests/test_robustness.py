@@ -16,16 +16,24 @@ import pytest
 import torch
 import yaml
 
-from study.analysis import robustness as R
-from study.analysis.robustness_scoring import CLEAN, conditions, predict, probe_set, score_runs
-from study.config import INPUT_SHAPES, load_params, occlusion_grid, parse_params, rearrangement_grids
-from study.errors import StudyError
+from study.robustness import contrasts as R
+from study.robustness.scoring import CLEAN, conditions, predict, probe_set, score_runs
+from study.core.config import INPUT_SHAPES, load_params, parse_params
+from study.robustness.grids import check_robustness, occlusion_grid, rearrangement_grids
+from study.core.errors import StudyError
 
 from conftest import dvc
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
 QUICK = yaml.safe_load((ROOT / "configs" / "quick.yaml").read_text())  # a patch-7 ViT: a 4x4 grid on 28 px
+
+
+def validated(raw, source: str = "params"):
+    """``raw`` parsed and its probes checked, as the robustness stage and ``study check`` do."""
+    params = parse_params(raw, source=source)
+    check_robustness(params, source)
+    return params
 
 
 # --- parameters ------------------------------------------------------------------------------------------------
@@ -60,26 +68,26 @@ def robustness(raw: dict, **sections) -> dict:
 ])
 def test_bad_robustness_params_give_one_line_errors(sections, expected):
     with pytest.raises(StudyError) as err:
-        parse_params(robustness(QUICK, **sections), source="params.yaml")
+        validated(robustness(QUICK, **sections), source="params.yaml")
     message = str(err.value)
     assert expected in message and "\n" not in message and message.startswith("params.yaml: ")
 
 
 def test_a_corruption_the_image_is_too_small_for_is_rejected_up_front():
     with pytest.raises(StudyError, match="corruption spatter needs images of at least 13x13 px, got 8x8"):
-        parse_params(robustness(SMOKE, corruptions={"names": ["spatter"], "severities": [1]}), source="smoke")
+        validated(robustness(SMOKE, corruptions={"names": ["spatter"], "severities": [1]}), source="smoke")
     raw = robustness(QUICK, corruptions={"names": ["spatter"], "severities": [1, 5]})
-    assert parse_params(raw).analysis.robustness.corruptions.names == ("spatter",)  # 28 px: fine
+    assert validated(raw).analysis.robustness.corruptions.names == ("spatter",)  # 28 px: fine
 
 
 def test_the_settings_checks_know_the_librarys_corruptions_and_limits():
-    # The parameters layer validates with study.analysis.probe_settings, which does not import the library
+    # The parameters layer validates with study.robustness.settings, which does not import the library
     # (every stage runs it); its names and limits must be the library's.
     import math
 
-    from study.analysis.probe_settings import CORRUPTION_NAMES, MIN_IMAGE_SIZE
-    from study.analysis.probes import CORRUPTIONS, corrupt
-    from study.analysis.probes.corrupt_pixels import SPATTER
+    from study.robustness.settings import CORRUPTION_NAMES, MIN_IMAGE_SIZE
+    from study.robustness.probes import CORRUPTIONS, corrupt
+    from study.robustness.probes.corrupt_pixels import SPATTER
 
     assert CORRUPTION_NAMES == tuple(CORRUPTIONS)
     assert MIN_IMAGE_SIZE == {"spatter": math.ceil(3 * max(row[2] for row in SPATTER)) + 1}
@@ -109,22 +117,22 @@ def test_without_a_robustness_section_the_grid_is_the_vits_patch_grid():
     # Parameter files written before the probes (the committed reports' provenance) still validate.
     raw = copy.deepcopy(QUICK)
     del raw["analysis"]["robustness"]
-    assert occlusion_grid(parse_params(raw)) == 4
-    assert rearrangement_grids(parse_params(raw)) == (2, 4, 7, 14)  # cells of 14, 7, 4 and 2 px
+    assert occlusion_grid(validated(raw)) == 4
+    assert rearrangement_grids(validated(raw)) == (2, 4, 7, 14)  # cells of 14, 7, 4 and 2 px
     raw["models"]["vit"]["arch_args"]["patch_size"] = raw["models"]["deit"]["arch_args"]["patch_size"] = 4
-    assert occlusion_grid(parse_params(raw)) == 7  # the default study's patch-4 ViT
+    assert occlusion_grid(validated(raw)) == 7  # the default study's patch-4 ViT
     digits = copy.deepcopy(SMOKE)  # 8-px images, patch 2: grids of 4 and 2 px cells
     del digits["analysis"]["robustness"]
-    assert occlusion_grid(parse_params(digits)) == 4 and rearrangement_grids(parse_params(digits)) == (2, 4)
+    assert occlusion_grid(validated(digits)) == 4 and rearrangement_grids(validated(digits)) == (2, 4)
     digits["models"]["vit"]["arch_args"]["patch_size"] = digits["models"]["deit"]["arch_args"]["patch_size"] = 1
-    assert rearrangement_grids(parse_params(digits)) == (2, 4, 8)  # with the 1-px patches' 8x8 grid
+    assert rearrangement_grids(validated(digits)) == (2, 4, 8)  # with the 1-px patches' 8x8 grid
     no_vit = copy.deepcopy(raw)
     no_vit.update(baselines=["resnet"], distill=[])
     no_vit["models"] = {"resnet": no_vit["models"]["resnet"]}
     with pytest.raises(StudyError, match="occlusion.grid: no ViT-family model"):
-        parse_params(no_vit)
+        validated(no_vit)
     no_vit["analysis"]["robustness"] = {"occlusion": {"grid": 4}}
-    assert occlusion_grid(parse_params(no_vit)) == 4
+    assert occlusion_grid(validated(no_vit)) == 4
 
 
 def test_study_check_prints_the_one_line_error(tmp_path):
@@ -350,7 +358,7 @@ def test_conditions_list_each_level_once_and_leave_level_zero_to_the_clean_image
 
 
 def test_worker_processes_give_the_same_tables_as_one(tmp_path):
-    from study.analysis.robustness_scoring import score_run_files
+    from study.robustness.scoring import score_run_files
     from study.data.prepared import read_prepared
 
     _, runs_dir, prepared = fabricated_study(tmp_path)
@@ -385,7 +393,7 @@ def test_the_probe_set_is_a_fixed_seeded_subset():
 def fabricated_study(tmp_path: Path) -> tuple[Path, Path, Path]:
     """The smoke preset's data (prepared) with untrained runs of its three models in its 2 fractions x 3 seeds: the
     stage's plumbing, in seconds."""
-    from study.stages import prepare
+    import study.data.stage_prepare as prepare
     from study.train.artifacts import save_trained
 
     params_path = tmp_path / "params.yaml"
@@ -410,7 +418,7 @@ def fabricated_study(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def test_the_stage_writes_its_tables_and_figures(tmp_path):
-    from study.stages import robustness as stage
+    import study.robustness.stage as stage
 
     params_path, runs_dir, prepared = fabricated_study(tmp_path)
     params = load_params(params_path)
@@ -446,7 +454,7 @@ def contrast_row(fraction, images, mean, low, high, significant, seeds=3, **extr
 
 
 def test_report_words_a_win_only_where_the_adjusted_interval_excludes_zero():
-    from study.report.robustness import headline_contrast_sentences, win_sentences
+    from study.robustness.report import headline_contrast_sentences, win_sentences
 
     trend = {"order": 1, "condition": "50% occluded", "slope_per_decade": -3.0, "slope_ci_low": -5.0,
              "slope_ci_high": -1.0, "fractions_used": 2, "slope_significant": True}
@@ -466,7 +474,7 @@ def test_report_words_a_win_only_where_the_adjusted_interval_excludes_zero():
 
 
 def test_report_infers_nothing_from_fewer_than_three_seeds():
-    from study.report.robustness import headline_contrast_sentences, headline_sentences, win_sentences
+    from study.robustness.report import headline_contrast_sentences, headline_sentences, win_sentences
 
     trend = {"order": 1, "condition": "50% occluded", "slope_per_decade": 1.0, "slope_ci_low": np.nan,
              "slope_ci_high": np.nan, "fractions_used": 2, "slope_significant": False}
@@ -484,7 +492,7 @@ def test_report_infers_nothing_from_fewer_than_three_seeds():
 
 
 def test_report_names_a_flip_only_where_the_stage_claimed_one():
-    from study.report.robustness import flip_sentences
+    from study.robustness.report import flip_sentences
 
     base = {"comparison": "vit - resnet", "probe": "occlusion", "variant": "aligned", "fraction": 0.01,
             "train_images": 570, "levels": 5, "clean_diff": -0.07, "clean_significant": True, "sign_changes": 1,
@@ -502,8 +510,8 @@ def test_report_names_a_flip_only_where_the_stage_claimed_one():
 
 
 def test_the_report_renders_the_section_from_the_stage_tables(tmp_path):
-    from study.report.robustness import headline_table, read_robustness, robustness_findings
-    from study.stages import robustness as stage
+    from study.robustness.report import headline_table, read_robustness, robustness_findings
+    import study.robustness.stage as stage
 
     params_path, runs_dir, prepared = fabricated_study(tmp_path)
     stage.run(load_params(params_path), runs_dir, prepared, tmp_path / "figures", tmp_path / "tables")
@@ -547,7 +555,7 @@ def test_the_stage_end_to_end_on_the_smoke_study(smoke_study):
                    f"{a if r.diff_mean > 0 else b} ahead" in findings
         else:
             assert f"at {r.train_images:,} images no detectable difference ({100 * r.diff_mean:+.1f} points" in findings
-    # The params layer validates the probes with study.analysis.probe_settings only: editing a probe stales the
+    # The params layer validates the probes with study.robustness.settings only: editing a probe stales the
     # robustness stage and no other (every stage would retrain or rescore if the library were in their deps).
     module = smoke_study / "study" / "analysis" / "probes" / "corrupt_pixels.py"
     original = module.read_bytes()

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from study.data.scramble import Scramble, draw_scramble, permute_vit_for, scramble_images, unscramble_images
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.models import build_model
 
 SIDE, CELL = 28, 4  # Fashion-MNIST's side and the study's patch size: a 7×7 grid of 16-pixel cells

@@ -14,14 +14,14 @@ import pytest
 import torch
 import yaml
 
-from study.analysis.robustness_scoring import conditions, score_runs
-from study.analysis.runs import normalised_images
-from study.config import parse_params
+from study.robustness.scoring import conditions, score_runs
+from study.runs.load import normalised_images
+from study.core.config import parse_params
 from study.data.prepared import read_prepared, write_prepared
 from study.data.scramble import draw_scramble, scramble_images
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.train.artifacts import load_trained
-from study.stages import train as train_stage
+from study.train import stage as train_stage
 from test_train import SMOKE, prepare_digits
 
 SCRAMBLE = {"cell": 2, "seed": 3}  # digits are 8x8: a 4x4 grid of 2x2 cells, the smoke ViT's patch grid

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from study.data.subsets import nested_fractions, subset_file, validation_split, write_subsets
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 FRACTIONS = [0.01, 0.05, 0.2, 0.5, 1.0]
 

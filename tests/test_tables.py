@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from study.report.tables import markdown_table, write_table
+from study.outputs.tables import markdown_table, write_table
 
 
 def test_fractions_are_written_exactly_and_other_floats_at_the_given_digits(tmp_path):

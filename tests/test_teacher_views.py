@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from study.analysis.teacher_views import teacher_view_runs, teacher_view_table
-from study.cli import main
+from study.distillation.teacher_views import teacher_view_runs, teacher_view_table
+from study.core.cli import main
 from study.train.artifacts import read_checkpoint
 from study.train.losses import DistillationLoss, LabelLoss
 from study.train.resume import load_resume, save_resume
@@ -209,8 +209,8 @@ def _study_runs(folder, counts: bool):
 
 
 def test_the_distillation_stage_tabulates_the_views_and_old_runs_give_an_empty_table(tmp_path):
-    from study.config import parse_params
-    from study.stages import distillation as stage
+    from study.core.config import parse_params
+    import study.distillation.stage as stage
     from test_budget_check import SMOKE
 
     params = parse_params(SMOKE)
@@ -235,10 +235,10 @@ def test_the_distillation_stage_tabulates_the_views_and_old_runs_give_an_empty_t
 
 
 def test_the_report_words_the_views_and_where_hard_distillation_only_repeats_the_labels(tmp_path):
-    from study.config import parse_params
-    from study.report.distillation import teacher_view_sentences
-    from study.report.tables import read_table
-    from study.stages import distillation as stage
+    from study.core.config import parse_params
+    from study.distillation.report import teacher_view_sentences
+    from study.outputs.tables import read_table
+    import study.distillation.stage as stage
     from test_budget_check import SMOKE
 
     stage.run(parse_params(SMOKE), _study_runs(tmp_path / "runs", True), tmp_path / "tables")

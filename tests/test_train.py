@@ -13,14 +13,15 @@ import pytest
 import torch
 import yaml
 
-from study.stages import prepare as prepare_stage, subsets as subsets_stage
-from study.config import parse_params
-from study.errors import StudyError
+from study.data import stage_prepare as prepare_stage
+from study.data import stage_subsets as subsets_stage
+from study.core.config import parse_params
+from study.core.errors import StudyError
 from study.train.batches import BatchOrder
 from study.train.budget import plan_budget
 from study.train.losses import DistillationLoss, LabelLoss
 from study.train.schedule import lr_at
-from study.stages.train import run as train_stage
+from study.train.stage import run as train_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -167,9 +168,7 @@ def _train_cmd(params: Path, data: Path, out: Path, model: str = "vit") -> list[
     return [
         sys.executable, "-m", "study", "train", "--params", str(params), "--model", model, "--fraction", "1.0",
         "--seed", "0", "--prepared", str(data / "prepared"), "--subset", str(data / "subsets/s0/f1.0.npy"),
-        "--validation", str(data / "subsets/validation.npy"), "--checkpoint", str(out / "model.pt"),
-        "--metrics", str(out / "metrics.json"), "--history", str(out / "history.csv"), "--resume", str(out / "resume.pt"),
-        "--predictions", str(out / "predictions.npy"),
+        "--validation", str(data / "subsets/validation.npy"), "--run", str(out),
     ]
 
 

@@ -24,7 +24,7 @@ import torchvision
 
 from study.data import fetch
 from study.data.schema import Dataset
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 SIDE = 32
 CHANNELS = 3

@@ -8,7 +8,7 @@ from study.data.cifar import load_cifar
 from study.data.digits import load_digits
 from study.data.fashionmnist import load_fashionmnist
 from study.data.schema import Dataset
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 DATASETS: tuple[str, ...] = ("fashionmnist", "cifar10", "cifar100", "digits")
 

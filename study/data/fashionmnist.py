@@ -26,7 +26,7 @@ import torchvision
 from study.data import fetch
 from study.data.schema import Dataset
 from study.data.idx import IdxError, read_idx
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")  # from `apt-get install dataset-fashion-mnist`
 

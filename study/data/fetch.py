@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 
 def download(

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from study.errors import StudyError
-from study.io import atomic_dir, read_json, write_json
+from study.core.errors import StudyError
+from study.core.io import atomic_dir, read_json, write_json
 
 ARRAYS = ("train_images", "train_labels", "test_images", "test_labels")
 

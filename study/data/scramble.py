@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 if TYPE_CHECKING:  # torch only for the ViT weight map; the data path stays numpy-only
     from torch import nn

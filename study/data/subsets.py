@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from study.data.prepared import sha256
-from study.errors import StudyError
-from study.io import atomic_dir, read_json, write_json
+from study.core.errors import StudyError
+from study.core.io import atomic_dir, read_json, write_json
 
 
 def class_counts(n_per_class: np.ndarray, fraction: float) -> np.ndarray:

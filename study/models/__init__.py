@@ -26,7 +26,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.models.convit import ConViT
 from study.models.convstem import ConvStemViT
 from study.models.deit import DistilledVisionTransformer
@@ -185,3 +185,18 @@ def attention_probs(model: nn.Module, x: Tensor) -> list[Tensor]:
 
 __all__ = ["CONVIT_DEFAULTS", "MODEL_NAMES", "TIMM_PREFIX", "VIT_DEFAULTS", "VIT_FAMILY", "attention_probs",
            "build_model", "is_distilled", "is_transformer", "representations"]
+
+
+def check_archs(archs: dict[str, str], source: str) -> None:
+    """Every ``models.<name>.arch`` of a parameters file names a model :func:`build_model` can build: one of
+    ``MODEL_NAMES`` or ``timm:<a timm model>``. Stages that build models call it before any work."""
+    for name, arch in archs.items():
+        where = f"{source}: models.{name}.arch"
+        if arch in MODEL_NAMES:
+            continue
+        if not arch.startswith(TIMM_PREFIX):
+            raise StudyError(f"{where} = '{arch}': unknown model; choose one of {list(MODEL_NAMES)} or 'timm:<name>'")
+        import timm
+
+        if not timm.is_model(arch.removeprefix(TIMM_PREFIX)):
+            raise StudyError(f"{where} = '{arch}': timm has no such model (see timm.list_models())")

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.init import trunc_normal_
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.models.vit import Attention, VisionTransformer, _layer_norm, init_linear_timm
 
 

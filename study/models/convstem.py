@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from torch import nn
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.models.vit import PatchEmbed, VisionTransformer
 
 

@@ -18,7 +18,7 @@ import torch
 from torch.nn.init import trunc_normal_
 from torch import Tensor, nn
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.models.vit import VisionTransformer, init_linear_timm
 
 

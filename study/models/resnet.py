@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchvision.models.resnet import BasicBlock, ResNet
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 
 class _ResNetInterface:

@@ -28,7 +28,7 @@ from torch.nn.init import trunc_normal_  # the same truncated normal as timm.lay
 from torchvision.ops import StochasticDepth
 from torch import Tensor, nn
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 
 

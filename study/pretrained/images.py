@@ -19,7 +19,7 @@ from torch import Tensor
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as TF
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 INTERPOLATIONS = {mode.value: mode for mode in InterpolationMode}  # "bilinear", "bicubic", "nearest", ...

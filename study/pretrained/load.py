@@ -20,7 +20,7 @@ from pathlib import Path
 
 from torch import nn
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.pretrained.images import Preprocessing
 
 HF_PREFIX, TIMM_PREFIX, STUDY_PREFIX = "hf:", "timm:", "study:"

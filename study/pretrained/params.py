@@ -13,7 +13,7 @@ import yaml
 from pydantic import ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 _FROZEN = ConfigDict(extra="forbid")
 

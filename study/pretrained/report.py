@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from study.pretrained.analysis import cka_pairs
-from study.report.tables import markdown_table
+from study.outputs.tables import markdown_table
 
 
 def image_set_digest(images: pd.DataFrame) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.models.deit import DistilledVisionTransformer
 from study.models.vit import VisionTransformer
 from study.pretrained.images import Preprocessing

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 SAFETENSORS_SUFFIX = ".safetensors"
 

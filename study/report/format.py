@@ -66,7 +66,7 @@ def no_inference(seeds: int, min_seeds: int) -> str:
 
 def no_detectable(what: str, mean: str, ci: str, bound: float, digits: int, *, scale: float = 1.0, unit: str = "",
                   versus: str = "") -> str:
-    """A null result with the equivalence bound of its table (:func:`study.analysis.inference.equivalence_bound`):
+    """A null result with the equivalence bound of its table (:func:`study.stats.intervals.equivalence_bound`):
     "no detectable difference from X (+1.0 points, CI -2.0 to +3.0; differences beyond ±3.0 points excluded)".
 
     ``mean`` and ``ci`` come written; ``bound`` is printed times ``scale`` at ``digits`` places with ``unit``. An
@@ -82,7 +82,7 @@ def confidence_levels(confidence: float) -> str:
 
     Holm's step-down procedure tests the comparison with the k-th smallest of m p-values at level α/(m − k + 1);
     the report shows each comparison's interval at the matching confidence, so it excludes 0 exactly when Holm
-    rejects (:func:`study.analysis.inference.holm_intervals`).
+    rejects (:func:`study.stats.intervals.holm_intervals`).
     """
     alpha = 1.0 - confidence
     examples = ", ".join(share(1.0 - alpha / m) for m in (2, 3, 4))

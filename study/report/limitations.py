@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from study.analysis.inference import MIN_SEEDS
+from study.stats.intervals import MIN_SEEDS
 from study.report.format import plural
 
 

@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from study.report.accuracy import (convergence_sentences, crossing_sentences, fit_sentences, gap_sentences,
+from study.efficiency.report import (convergence_sentences, crossing_sentences, fit_sentences, gap_sentences,
                                    power_law_sentences, ranking, seeds_statement, trend_sentences)
-from study.report.attention import attention_findings, model_contrast_sentences
-from study.report.convergence import budget_check_sentences
-from study.report.distillation import distillation_sentences, teacher_view_sentences
-from study.report.priors import gate_sentences, prior_sentences, priors_title, scramble_sentences
+from study.attention.report import attention_findings, model_contrast_sentences
+from study.budget_check.report import budget_check_sentences
+from study.distillation.report import distillation_sentences, teacher_view_sentences
+from study.priors.report import gate_sentences, prior_sentences, priors_title, scramble_sentences
 from study.report.format import confidence_levels, percent
 from study.report.limitations import analysis_limitations, limitations
-from study.report.representations import cka_findings
-from study.report.robustness import headline_table, read_robustness, robustness_findings
-from study.report.tables import markdown_table, read_table
+from study.representations.report import cka_findings
+from study.robustness.report import headline_table, read_robustness, robustness_findings
+from study.outputs.tables import markdown_table, read_table
 
 def question(setup: dict) -> str:
     """The question, and the models this study trains to answer it (from ``setup``'s distillation and arms)."""

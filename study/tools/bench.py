@@ -1,6 +1,6 @@
 """``study bench``: the study's training step against the usual DataLoader recipe, for the models of ``--params``.
 
-A tool, not a DVC stage: it prints the table (:func:`study.bench.table.format_table`), writes it as CSV and
+A tool, not a DVC stage: it prints the table (:func:`study.infra.bench.table.format_table`), writes it as CSV and
 returns one line with each model's speed-up and MFU. Several ``--precision`` values (e.g. fp32 and bf16) are
 measured one after the other, each against its own matmul peak, and shown side by side.
 """
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from study import runtime
-from study.bench.benchmark import run_benchmark
-from study.bench.from_params import bench_models, bench_shape
-from study.bench.table import STUDY, STUDY_AUGMENTED, format_table, write_csv
-from study.stages import configured
+from study.core import runtime
+from study.infra.bench.benchmark import run_benchmark
+from study.infra.bench.from_params import bench_models, bench_shape
+from study.infra.bench.table import STUDY, STUDY_AUGMENTED, format_table, write_csv
+from study.core.entry import configured
 from study.train.step import resolved_precision
 
 

@@ -1,10 +1,10 @@
-"""``study gpu-acceptance``: the steps of :mod:`study.bench.acceptance`, results into ``--out``.
+"""``study gpu-acceptance``: the steps of :mod:`study.infra.bench.acceptance`, results into ``--out``.
 
 Run from the project root. ``--params`` is the default study; ``--smoke`` swaps every preset for
 configs/smoke.yaml, the models for toy sizes, and runs one training stage of it for the default study.
 ``--merge``: run nothing; gather the folders of earlier calls (one per device call) into ``--out`` and render it;
 with ``--compare-runs``, also set the default study's GPU runs beside the CPU runs of that table
-(:mod:`study.bench.device_runs`).
+(:mod:`study.infra.bench.device_runs`).
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from study import runtime
-from study.bench import acceptance as acc
-from study.bench.device_runs import compare, paired_runs, runs_from_log
-from study.bench.from_params import bench_models, bench_shape
-from study.bench.profile import profile_models
-from study.bench.scratch_repro import scratch_copy, timed_repro
-from study.config import load_params
-from study.errors import StudyError
-from study.stages import configured
+from study.core import runtime
+from study.infra.bench import acceptance as acc
+from study.infra.bench.device_runs import compare, paired_runs, runs_from_log
+from study.infra.bench.from_params import bench_models, bench_shape
+from study.infra.bench.profile import profile_models
+from study.infra.bench.scratch_repro import scratch_copy, timed_repro
+from study.core.config import load_params
+from study.core.errors import StudyError
+from study.core.entry import configured
 
 # Where scripts/device-kit puts the default study's dataset for a device machine, which cannot download it.
 KIT_DATASET = Path(".kit", "fashion-mnist")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from study import runtime
-from study.config import parse_params
+from study.core import runtime
+from study.core.config import parse_params
 from study.levers import read_grid, sweep
 
 

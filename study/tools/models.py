@@ -11,10 +11,10 @@ import argparse
 
 import pandas as pd
 
-from study.config import INPUT_SHAPES, NUM_CLASSES
+from study.core.config import INPUT_SHAPES, NUM_CLASSES
 from study.models import build_model
 from study.models.cost import count_parameters, forward_flops
-from study.stages import configured
+from study.core.entry import configured
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

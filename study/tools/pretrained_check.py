@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from study import runtime
+from study.core import runtime
 from study.models.cost import count_parameters
 from study.pretrained import open_checkpoint
 from study.pretrained.weights import sha256

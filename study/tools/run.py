@@ -1,12 +1,12 @@
 """``study run``: what ``dvc repro`` does, with independent stages running at the same time on Ray
-(:func:`study.engine.driver.run_study`)."""
+(:func:`study.infra.engine.driver.run_study`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from study.engine.driver import run_study
-from study.stages import configured
+from study.infra.engine.driver import run_study
+from study.core.entry import configured
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

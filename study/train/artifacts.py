@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from study.errors import StudyError
-from study.io import atomic_path
+from study.core.errors import StudyError
+from study.core.io import atomic_path
 from study.train.spec import RunSpec
 
 

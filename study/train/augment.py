@@ -44,7 +44,7 @@ _ERASE_SCALE, _ERASE_RATIO = (0.02, 1 / 3), (0.3, 3.3)
 
 @dataclass(frozen=True)
 class Augmentation:
-    """One model's training augmentation (mirrors study.config.AugmentParams). The defaults switch everything off."""
+    """One model's training augmentation (mirrors study.core.config.AugmentParams). The defaults switch everything off."""
 
     crop_padding: int = 0  # random crop of the image size after zero padding by this many pixels
     hflip: bool = False  # horizontal flip of half the images

@@ -11,7 +11,7 @@ convention is a parameter and every run records it:
 Every budget records its ``source``: ``floor`` when ``min_steps`` set the step count (the data alone would
 have asked for fewer), otherwise the convention's name. A run on the floor whose validation loss was still
 falling at the end is *step-bound*: more steps, not more data, would have raised it (see
-``study.analysis.runs``).
+``study.runs.table``).
 """
 
 from __future__ import annotations

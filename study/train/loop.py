@@ -24,8 +24,8 @@ import torch
 import torch.nn as nn
 from tqdm import tqdm
 
-from study.errors import StudyError
-from study.io import atomic_path, write_json
+from study.core.errors import StudyError
+from study.core.io import atomic_path, write_json
 from study.train.artifacts import save_trained
 from study.train.augment import Augmentation, BatchAugment
 from study.train.batches import DeviceSplit, channel_stats

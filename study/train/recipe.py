@@ -6,7 +6,7 @@ driven by a stage, a benchmark or the lever sweep alike; each of those calls :fu
 
 from __future__ import annotations
 
-from study.config import AugmentParams, ModelParams
+from study.core.config import AugmentParams, ModelParams
 from study.train.augment import Augmentation
 from study.train.step import Recipe
 

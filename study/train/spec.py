@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Mapping
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 
 
 @dataclass(frozen=True)

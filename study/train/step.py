@@ -24,7 +24,7 @@ _NO_DECAY_NAMES = ("cls_token", "dist_token", "pos_embed")
 
 @dataclass(frozen=True)
 class Recipe:
-    """The optimisation recipe of one model (mirrors study.config.ModelParams)."""
+    """The optimisation recipe of one model (mirrors study.core.config.ModelParams)."""
 
     optimizer: str
     lr: float

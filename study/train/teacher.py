@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from study.errors import StudyError
+from study.core.errors import StudyError
 from study.models import is_transformer
 from study.models.cost import forward_flops
 from study.train.artifacts import load_trained

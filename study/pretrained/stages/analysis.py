@@ -7,18 +7,18 @@ import argparse
 import time
 from pathlib import Path
 
-from study import runtime
-from study.analysis.attention_figures import attention_distance_plot, attention_maps_figure, attention_maps_frame
-from study.analysis.attention_study import LOCAL_SHARE
-from study.analysis.cka_figures import CKAPanel, cka_frame, cka_grid
-from study.analysis.figure_style import save_figure
-from study.errors import StudyError
-from study.io import atomic_dir
+from study.core import runtime
+from study.attention.figures import attention_distance_plot, attention_maps_figure, attention_maps_frame
+from study.attention.study import LOCAL_SHARE
+from study.representations.figures import CKAPanel, cka_frame, cka_grid
+from study.outputs.figure_style import save_figure
+from study.core.errors import StudyError
+from study.core.io import atomic_dir
 from study.pretrained import analysis as P
 from study.pretrained.images import list_images
 from study.pretrained.load import open_checkpoint, resolve
 from study.pretrained.params import PretrainedParams, load_pretrained_params
-from study.report.tables import write_table
+from study.outputs.tables import write_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from study.io import write_json, write_text
+from study.core.io import write_json, write_text
 from study.pretrained.params import load_pretrained_params
 from study.pretrained.report import provenance, write_markdown
 

@@ -1,0 +1,131 @@
+"""Stage ``attention``: per-head attention distance and entropy of the ViT-family runs against their
+initial weights and against each other, class-token maps and rollout of the full-data models."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from study.core import runtime
+from study.attention import study as A
+from study.priors import gates as G
+from study.attention.figures import (attention_distance_plot, attention_maps_figure, attention_maps_frame,
+                                             gates_figure)
+from study.outputs.figure_style import save_figure
+from study.runs.table import collect_runs
+from study.runs.load import analysis_images, load_models
+from study.core.config import Params
+from study.data.scramble import scramble_images, setting_scramble
+from study.core.errors import StudyError
+from study.core.io import atomic_dir
+from study.models import is_transformer
+from study.outputs.tables import write_table
+from study.core.entry import add_analysis_arguments
+from study.core.entry import configured
+from study.core.entry import model_pairs
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_analysis_arguments(parser)
+
+
+def main(args: argparse.Namespace) -> str:
+    return run(configured(args.params), args.runs, args.prepared, args.figures, args.tables)
+
+
+def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: Path) -> str:
+    tic = time.perf_counter()
+    device = runtime.pick_device(params.train.device)
+    a, conf = params.analysis, params.analysis.curves.confidence
+    runs = collect_runs(runs_dir)
+    trained = {(name, A.TRAINED, fraction, seed): loaded for seed in params.seeds
+               for (name, fraction), loaded in load_models(runs, seed, device).items()
+               if is_transformer(loaded[0])}
+    if not trained:
+        raise StudyError("attention: no ViT-family model among the runs; add a 'vit', 'deit', 'convit' or "
+                         "'vit_convstem' model")
+    fractions = sorted({f for _, _, f, _ in trained})
+    measured = {name for name, _, _, _ in trained}
+    pairs = [(x, y) for x, y in model_pairs(params.trained_models) if x in measured and y in measured]
+    smallest, full = fractions[0], fractions[-1]
+    # The baseline: each model and seed at initialisation (the same weights at every fraction: the seed alone
+    # draws them), read from the full-data run's init.pt.
+    initial = {(name, A.INIT, float("nan"), seed): loaded for seed in params.seeds
+               for (name, fraction), loaded in load_models(runs, seed, device, weights="init.pt").items()
+               if fraction == full and (name, A.TRAINED, fraction, seed) in trained}
+    images = analysis_images(prepared, a.attention.images)
+    heads = A.head_statistics({**trained, **initial}, images, 64, device)
+    layers = A.layer_statistics(heads)
+    trained_layers = layers[layers["state"] == A.TRAINED]
+    per_layer = (trained_layers.groupby(["model", "fraction", "layer"], as_index=False)
+                 .agg(seeds=("seed", "size"), distance=("mean_distance", "mean"),
+                      uniform=("uniform_distance", "first")))
+    # The figure's columns, left to right: initialisation, the smallest fraction, full data.
+    shown_states = pd.concat(
+        [heads[heads["state"] == A.INIT].assign(condition="init")]
+        + [heads[(heads["state"] == A.TRAINED) & (heads["fraction"] == f)].assign(condition=f"{100 * f:g}% data")
+           for f in dict.fromkeys([smallest, full])], ignore_index=True)
+    shown = images[: a.attention.show]
+    share, pct = A.LOCAL_SHARE, f"{conf:.0%}"
+    # ConViT's gates (none for the other models): per run, and how they move from the smallest fraction to the largest
+    gates = G.gate_rows({(name, fraction, seed): model for (name, _, fraction, seed), (model, _) in trained.items()})
+    sizes = runs.groupby("fraction")["train_images"].first()
+    gate_summary = G.gate_summary(gates, conf).assign(train_images=lambda d: d["fraction"].map(sizes))
+    with atomic_dir(figures) as tmp:
+        save_figure(attention_distance_plot(shown_states, columns="condition", local_share=share),
+                    tmp / "attention_distance", shown_states)
+        for (name, _, fraction, seed), (model, spec) in trained.items():
+            if fraction != full or seed != a.seed:
+                continue
+            maps = A.attention_maps(model, spec, shown, device)
+            # the maps lie on the token grid the model sees: a scrambled model's are drawn over its scrambled images
+            seen = shown if spec.scramble is None else scramble_images(
+                shown, setting_scramble(spec.scramble, spec.image_size, spec.image_size))
+            pictures = seen.astype(np.float32) / 255.0
+            for token, m in maps["tokens"].items():
+                for block in ("first", "last"):
+                    titles = [f"test image {i}" for i in range(len(shown))]
+                    fig = attention_maps_figure(pictures, m[block], m["rollout"], titles)
+                    what = "" if spec.scramble is None else " (on the scrambled images it sees)"
+                    fig.suptitle(f"{name} ({100 * fraction:g}% of the data, seed {seed}): {token}-token attention, "
+                                 f"{block} block, and rollout{what}")
+                    save_figure(fig, tmp / f"attention_maps_{name}_{token}_{block}",
+                                attention_maps_frame(m[block], m["rollout"], titles))
+        if not gates.empty:
+            save_figure(gates_figure(gate_summary), tmp / "gates", gate_summary)
+    with atomic_dir(tables) as tmp:
+        write_table(heads, tmp / "attention_heads_seeds",
+                    "Mean attention distance (px) and entropy (nats) of every head, per run; state init = the "
+                    "run's seed before training (fraction --).", 3)
+        write_table(A.head_table(heads, conf), tmp / "attention_heads",
+                    f"Per layer, the k-th most local head (rank 0 = most local within each seed): distance "
+                    f"mean and {pct} t-interval over seeds, mean entropy; uniform-attention references.", 3)
+        write_table(A.layer_table(layers, conf), tmp / "attention_layers",
+                    f"Per layer over seeds: most local head per seed, its distance (mean, {pct} t-interval), "
+                    f"mean distance over heads (mean, {pct} t-interval), heads below {share:g} x uniform distance "
+                    f"(mean), mean entropy ({pct} t-interval).", 3)
+        write_table(A.contrasts(layers, conf), tmp / "attention_contrasts",
+                    "Most-local-head distance at full data minus initialisation / minus the smallest fraction, "
+                    "paired by seed; intervals Holm-adjusted over each model's contrasts; equivalence bound where "
+                    "an interval includes 0.", 3)
+        write_table(A.model_contrasts(layers, pairs, conf), tmp / "attention_model_contrasts",
+                    f"One model's attention distance minus another's (most local head; mean over heads) per state, "
+                    f"fraction and layer, paired by seed: mean, {pct} t-interval, and the interval Holm-adjusted over "
+                    "each pair and measure; equivalence bound where it includes 0.", 3)
+        if not gates.empty:
+            write_table(gates, tmp / "gates_runs", "ConViT: the gate σ(λ) of every GPSA block and head per run (the "
+                        "weight on positional attention; σ(1) = 0.731 at initialisation).", 4)
+            write_table(gate_summary, tmp / "gates", f"ConViT: head-mean gate per block and fraction, mean and {pct} "
+                        "t-interval over seeds.", 4)
+            write_table(G.gate_contrasts(gates, conf), tmp / "gate_contrasts", "ConViT: head-mean gate at the largest "
+                        "fraction minus the smallest, per block, paired by seed; intervals Holm-adjusted across a "
+                        "model's blocks; negative = the gates open (less positional); equivalence bound where an "
+                        "interval includes 0.", 4)
+        write_table(per_layer, tmp / "attention_distance",
+                    "Mean attention distance (pixels) per layer, averaged over heads and seeds (trained models).", 2)
+    return (f"attention: {len(trained)} ViT-family runs + {len(initial)} initialisations, distances over "
+            f"{len(images)} test images in {time.perf_counter() - tic:.0f}s -> {figures}, {tables}")

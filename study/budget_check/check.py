@@ -1,0 +1,187 @@
+"""The budget check: is a run's test accuracy a property of the model and the data, or of the budget it was given?
+
+Convergence is shown, not inferred from the shape of a curve. The runs of the checked fractions (every trained
+model, every seed) are trained again with ``factor`` times the budget (``budget.epochs`` and ``budget.min_steps``
+scaled, the cosine schedule spanning the longer run; stages ``train_2x`` and ``distill_2x``), and each model x
+fraction *cell* is judged on the paired change of test top-1, ``Δ = top-1 (longer run) − top-1 (study's run)``,
+one value per seed (same subset, same initialisation seed, same teacher for the distilled student):
+
+- :func:`extra_seed_runs` — the check's extra seeds (``budget_check.seeds``), trained at the checked fractions
+  only and at both budgets, join the study's runs for the pairing and nothing else;
+- :func:`paired_runs` — one row per run pair: both top-1s, both step counts, Δ, and both runs' last-quarter flags;
+- :func:`budget_check_table` — per cell: mean Δ, its Student-t interval, and that interval Holm-adjusted across
+  the family of cells (:func:`study.stats.intervals.holm_intervals`), with the verdict of :func:`verdict`:
+
+  * **converged** — the adjusted interval lies within ``±tolerance``: more budget changes top-1 by less than the
+    tolerance (an equivalence claim; an interval at level ``1 − a`` inside the bounds is a TOST at level ``a/2``,
+    so the claim is conservative);
+  * **budget-bound** — the adjusted interval's lower end is above ``+tolerance``: the longer runs are better by
+    more than the tolerance, so the study's runs measure the budget as much as the model;
+  * **undetermined** — anything else: an interval too wide to tell, a gain that may or may not exceed the
+    tolerance, or a longer run that is worse (``lower_at_longer`` marks an interval wholly below ``−tolerance``);
+  * **no inference** — fewer than :data:`~study.stats.intervals.MIN_SEEDS` paired seeds: the means are shown,
+    nothing is claimed, and the cell stays out of the Holm family.
+
+- :func:`seeds_to_converge` — a projection, not a measurement: how many seeds would put a cell's interval inside
+  ``±tolerance`` if its mean and spread held. It says what an undetermined verdict would cost to settle, and
+  when no number of seeds would (a mean change beyond the tolerance).
+
+The last-quarter flag every run records (``convergence.still_improving``, study.train.convergence) is a cheap
+screen: it reads the validation loss of one run. The tables count it beside the check, so the two can be compared.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scipy import stats
+
+from study.stats.intervals import MIN_SEEDS, holm_intervals, t_interval
+from study.core.errors import StudyError
+
+CONVERGED, BUDGET_BOUND, UNDETERMINED, NO_INFERENCE = "converged", "budget-bound", "undetermined", "no inference"
+VERDICTS = (CONVERGED, BUDGET_BOUND, UNDETERMINED, NO_INFERENCE)
+
+RUN_COLUMNS = ["model", "fraction", "seed", "train_images", "factor", "steps_1x", "steps_2x", "top1_1x", "top1_2x",
+               "delta", "still_improving_1x", "still_improving_2x"]
+CELL_COLUMNS = ["model", "fraction", "train_images", "seeds", "factor", "steps_1x", "steps_2x", "top1_1x_mean",
+                "top1_2x_mean", "delta_mean", "delta_ci_low", "delta_ci_high", "adj_ci_low", "adj_ci_high",
+                "adj_confidence", "p_holm", "tolerance", "verdict", "lower_at_longer", "seeds_to_converge",
+                "still_improving_1x", "still_improving_2x"]
+
+
+def recorded_factor(folder: str | Path) -> float:
+    """The budget factor a run recorded in its metrics.json (runs of the study's own budget record none: 1)."""
+    return float(json.loads((Path(folder) / "metrics.json").read_text()).get("budget_factor", 1.0))
+
+
+def with_factors(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` (a :func:`study.runs.table.collect_runs` table, with its ``folder`` column) with each run's
+    recorded budget ``factor``."""
+    return runs.assign(factor=[recorded_factor(folder) for folder in runs["folder"]])
+
+
+def extra_seed_runs(runs: pd.DataFrame, longer: pd.DataFrame, extra_seeds) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(runs, longer)`` with the budget check's extra seeds at the study's budget moved from ``longer`` (the
+    ``runs_2x`` folder, where stage ``check_1x`` writes them, under ``x1/``) to ``runs``: a run of ``longer`` joins
+    ``runs`` when its recorded factor is 1 and its seed is one of ``extra_seeds``. Any other run of factor 1 stays in
+    ``longer``: :func:`paired_runs` refuses it if its seed is checked and ignores it otherwise."""
+    moved = np.isclose(longer["factor"].to_numpy(float), 1.0) & longer["seed"].isin(list(extra_seeds)).to_numpy()
+    if not moved.any():
+        return runs, longer
+    return pd.concat([runs, longer[moved]], ignore_index=True), longer[~moved].reset_index(drop=True)
+
+
+def paired_runs(runs: pd.DataFrame, longer: pd.DataFrame, factor: float, fractions, models, seeds) -> pd.DataFrame:
+    """One row per (model, checked fraction, seed) trained at both budgets: both runs' test top-1 and steps, and
+    ``delta`` = longer − study's. ``runs`` and ``longer`` are :func:`study.runs.table.collect_runs` tables of the
+    study's runs and of the longer ones, each with a ``factor`` column (:func:`with_factors`); runs outside
+    ``fractions``, ``models`` and ``seeds`` (left-overs of earlier params) are ignored.
+
+    Raises :class:`StudyError` when a longer run was trained at another factor, a run of the study's budget is not
+    one, or a checked model x fraction has no pair at all.
+    """
+    keys = ["model", "fraction", "seed"]
+
+    def chosen(df: pd.DataFrame) -> pd.DataFrame:
+        return df[df["model"].isin(list(models)) & df["fraction"].isin(list(fractions)) & df["seed"].isin(list(seeds))]
+
+    study, more = chosen(runs), chosen(longer)
+    for df, wanted, where in ((study, 1.0, "the study's runs"), (more, factor, "the longer runs")):
+        wrong = df[~np.isclose(df["factor"].to_numpy(float), wanted)]
+        if not wrong.empty:
+            r = wrong.iloc[0]
+            raise StudyError(f"{r.get('folder', r['model'])}: trained at budget x{r['factor']:g}, but {where} need "
+                             f"x{wanted:g} (budget_check.factor); rerun its stage (`dvc repro`)")
+    both = study.merge(more, on=keys, suffixes=("_1x", "_2x"), validate="one_to_one")
+    for model in models:
+        for fraction in fractions:
+            if not ((both["model"] == model) & (both["fraction"] == fraction)).any():
+                raise StudyError(f"budget check: no {model} runs at fraction {fraction} trained at both budgets; "
+                                 "train them (`dvc repro`, stages train_2x and distill_2x)")
+    out = pd.DataFrame({
+        "model": both["model"], "fraction": both["fraction"], "seed": both["seed"],
+        "train_images": both["train_images_1x"], "factor": both["factor_2x"],
+        "steps_1x": both["steps_1x"], "steps_2x": both["steps_2x"],
+        "top1_1x": both["test_top1_1x"], "top1_2x": both["test_top1_2x"],
+        "delta": both["test_top1_2x"] - both["test_top1_1x"],
+        "still_improving_1x": both["under_trained_1x"].astype(bool),
+        "still_improving_2x": both["under_trained_2x"].astype(bool),
+    })
+    order = {model: i for i, model in enumerate(models)}  # the study's order: teachers before students
+    return out[RUN_COLUMNS].sort_values(keys, key=lambda c: c.map(order) if c.name == "model" else c, ignore_index=True)
+
+
+def verdict(low: float, high: float, tolerance: float, seeds: int) -> str:
+    """The verdict of one cell from the (Holm-adjusted) interval ``[low, high]`` of its mean Δ: *no inference*
+    below ``MIN_SEEDS`` seeds, *converged* inside ``±tolerance``, *budget-bound* wholly above ``+tolerance``,
+    *undetermined* otherwise (an undefined interval included)."""
+    if seeds < MIN_SEEDS:
+        return NO_INFERENCE
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return UNDETERMINED
+    if -tolerance <= low and high <= tolerance:
+        return CONVERGED
+    if low > tolerance:
+        return BUDGET_BOUND
+    return UNDETERMINED
+
+
+def seeds_to_converge(deltas, tolerance: float, confidence: float, family: int, most: int = 1000) -> float:
+    """Projection, not a measurement: the fewest seeds (at least ``MIN_SEEDS``) at which the t-interval of the mean
+    of ``deltas`` would lie within ``±tolerance`` if their mean and sample SD held, at Holm's strictest level for a
+    family of ``family`` cells (``1 − (1 − confidence)/family``, Bonferroni's: the level the cell would face if its
+    p-value ranked first). ``inf`` where ``|mean| ≥ tolerance`` (no number of seeds would do) or more than ``most``
+    seeds would be needed; NaN below 2 values (no SD).
+
+    The SD of a handful of seeds is itself rough (with 3 seeds its 95% interval spans about 0.5x to 6x the
+    estimate), so the number is an order of magnitude, the cost of settling the verdict, not a promise.
+    """
+    values = np.asarray(deltas, dtype=float)
+    if values.size < 2:
+        return math.nan
+    mean, sd = abs(float(values.mean())), float(values.std(ddof=1))
+    if mean >= tolerance:
+        return math.inf
+    level = 1.0 - (1.0 - confidence) / max(1, family)
+    for n in range(MIN_SEEDS, most + 1):
+        # the half-width t_interval would give n seeds of this SD (same quantile convention)
+        if mean + stats.t.ppf(0.5 + level / 2, df=n - 1) * sd / math.sqrt(n) <= tolerance:
+            return float(n)
+    return math.inf
+
+
+def budget_check_table(pairs: pd.DataFrame, confidence: float, tolerance: float) -> pd.DataFrame:
+    """Per model x fraction (:data:`CELL_COLUMNS`, in the order of ``pairs``): mean top-1 at both budgets, mean Δ
+    with its t-interval, the interval Holm-adjusted across every cell with at least ``MIN_SEEDS`` seeds, the
+    verdict, the seeds projected to show the cell converged (:func:`seeds_to_converge`; a cell outside the family
+    is projected as if it joined it), and how many runs of each budget the last-quarter screen flagged as still
+    improving."""
+    cells = [(key, g.sort_values("seed")) for key, g in pairs.groupby(["model", "fraction"], sort=False)]
+    family = [i for i, (_, g) in enumerate(cells) if len(g) >= MIN_SEEDS]
+    adjusted = dict(zip(family, holm_intervals([cells[i][1]["delta"].to_numpy(float) for i in family], confidence)))
+    rows = []
+    for i, ((model, fraction), g) in enumerate(cells):
+        mean, _, half = t_interval(g["delta"].to_numpy(float), confidence)
+        adj = adjusted.get(i)
+        low, high = (adj.low, adj.high) if adj else (math.nan, math.nan)
+        rows.append({
+            "model": model, "fraction": fraction, "train_images": int(g["train_images"].median()), "seeds": len(g),
+            "factor": float(g["factor"].iloc[0]), "steps_1x": int(g["steps_1x"].median()),
+            "steps_2x": int(g["steps_2x"].median()), "top1_1x_mean": g["top1_1x"].mean(),
+            "top1_2x_mean": g["top1_2x"].mean(), "delta_mean": mean, "delta_ci_low": mean - half,
+            "delta_ci_high": mean + half, "adj_ci_low": low, "adj_ci_high": high,
+            "adj_confidence": adj.confidence if adj else math.nan, "p_holm": adj.p_holm if adj else math.nan,
+            "tolerance": tolerance, "verdict": verdict(low, high, tolerance, len(g)),
+            "lower_at_longer": bool(adj is not None and len(g) >= MIN_SEEDS and high < -tolerance),
+            "seeds_to_converge": seeds_to_converge(g["delta"].to_numpy(float), tolerance, confidence,
+                                                   len(family) + (i not in adjusted)),
+            "still_improving_1x": int(g["still_improving_1x"].sum()),
+            "still_improving_2x": int(g["still_improving_2x"].sum()),
+        })
+    return pd.DataFrame(rows, columns=CELL_COLUMNS)

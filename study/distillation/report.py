@@ -1,0 +1,66 @@
+"""The report's sentences about distillation: what the teacher knew and whether the student agrees with it.
+
+Read from the ``distillation`` stage's tables: the teacher's top-1 on its own training images and on the
+test set (where it fits its training images, its hard labels are the true labels and add little signal),
+the test-set agreement of each student with it (DeiT, Touvron et al. 2021, Table 4), the paired
+differences in agreement, worded by the same rules as accuracy gaps (:func:`study.efficiency.report.gap_sentences`),
+and how often the teacher's label of a student's training view differed from the true one
+(:func:`teacher_view_sentences`): measured, where the teacher's train top-1 only suggests it.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from study.efficiency.report import gap_sentences
+from study.report.format import images, interval, percent, reference_data, share
+
+
+def distillation_sentences(teacher: pd.DataFrame, agreement: pd.DataFrame, gaps: pd.DataFrame,
+                           hard: bool = True) -> list[str]:
+    """The teacher's train/test accuracy and whether the distilled student agrees with it more. The caveat on a
+    teacher that fits its training images holds for ``hard`` distillation only: a soft student learns the
+    teacher's softened distribution, not its labels."""
+    out = []
+    if not teacher.empty:
+        ends = teacher.iloc[[0, -1]]
+        parts = "; ".join(f"{images(r.train_images)}: train {share(r.train_top1_mean)}, test {share(r.test_top1_mean)}"
+                          for r in ends.itertuples())
+        caveat = (" Where train top-1 is near 100%, its hard labels are the true labels and hard distillation adds "
+                  "little signal." if hard else "")
+        out.append(f"Teacher ({ends['model'].iloc[0]}) top-1 on its own training images and on the test set — {parts}."
+                   + caveat)
+    if not agreement.empty:
+        whole = agreement[agreement["head"] == "model"]
+        full = whole[whole["fraction"] == whole["fraction"].max()]
+        listed = ", ".join(f"{r.model} {share(r.agreement_mean)}" for r in full.itertuples())
+        out.append(f"Test-set agreement with the teacher at {reference_data(whole['fraction'].max())}: {listed}.")
+    for sentence in gap_sentences(gaps):
+        out.append("Agreement with the teacher, " + sentence[0].lower() + sentence[1:])
+    return out
+
+
+def teacher_view_sentences(views: pd.DataFrame | None, hard: bool) -> list[str]:
+    """Per student, the share of its training views (as augmented) whose teacher label differed from the true
+    label, mean and interval over seeds at each fraction (the stage's ``teacher_views`` table; ``None`` or empty,
+    as for runs trained before the views were counted: none). With ``hard`` distillation, the fractions where no
+    view of any seed differed get a sentence of their own: there the teacher's labels were the true labels, so the
+    student learned nothing from the teacher beyond them. Soft distillation passes on the teacher's whole
+    distribution, so a zero share says less there and gets no such sentence."""
+    if views is None or views.empty:
+        return []
+    out = []
+    for model, g in views.sort_values(["model", "fraction"]).groupby("model", sort=False):
+        parts = ", ".join(f"{share(r.disagreement_mean, 2)} at {percent(r.fraction)} of the data "
+                          f"({interval(r.ci_low, r.ci_high, 2, scale=100.0, unit='%')})" for r in g.itertuples())
+        out.append(f"Teacher's labels of {model}'s training views (as augmented) that differ from the true labels, "
+                   f"mean share over seeds: {parts}.")
+        zero = g[g["disagreement_mean"] == 0]  # a mean share of 0: no view of any seed differed
+        if hard and not zero.empty:
+            where = " and ".join(percent(f) for f in zero["fraction"])
+            out.append(f"At {where} of the data the teacher gave every one of {model}'s training views its true "
+                       f"label (none of {int(zero['views'].sum()):,} views differed, all seeds): there its hard labels "
+                       "are the true labels, so hard distillation cannot differ from training on the labels by "
+                       f"construction, and a difference between {model} and a model trained on labels alone there "
+                       "is not the teacher's doing.")
+    return out

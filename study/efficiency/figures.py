@@ -1,0 +1,80 @@
+"""Figures of the data-efficiency analysis (:mod:`study.efficiency.curves`): test top-1 against training
+images, and the paired gaps between models. Style and saving: :mod:`study.outputs.figure_style`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from study.outputs.figure_style import (DOUBLE_COLUMN_IN, SINGLE_COLUMN_IN, contrast_markers, model_colour, paper_style,
+                                         require_columns, short_count, training_images_axis)
+
+
+def data_efficiency_figure(runs: pd.DataFrame, confidence: float) -> Figure:
+    """Test top-1 against training images (log x), one colour per model: each run as a faint dot,
+    the mean over seeds as a line, and its Student-t ``confidence`` interval as a band.
+
+    Columns: ``model``, ``train_images``, ``test_top1`` (one row per run, seeds as repeated rows).
+    """
+    from study.stats.intervals import t_interval  # the same interval as the study's tables
+
+    require_columns(runs, {"model", "train_images", "test_top1"}, "data_efficiency_figure")
+    with paper_style(grid=True):
+        fig = Figure(figsize=(SINGLE_COLUMN_IN, 2.6), layout="constrained")
+        ax = fig.subplots()
+        for model, group in runs.groupby("model", sort=True):
+            colour = model_colour(str(model))
+            ax.scatter(group["train_images"], group["test_top1"], s=6, color=colour, alpha=0.35,
+                       linewidths=0)
+            points = []
+            for size, per_size in group.groupby("train_images", sort=True):
+                mean, _, half = t_interval(per_size["test_top1"].to_numpy(), confidence)
+                points.append((size, mean, half))
+            sizes, means, halves = (np.array(column, dtype=float) for column in zip(*points))
+            ax.plot(sizes, means, marker="o", markersize=3, color=colour, label=str(model))
+            if np.isfinite(halves).any():  # a single seed has no interval
+                ax.fill_between(sizes, means - halves, means + halves, color=colour, alpha=0.2,
+                                linewidth=0)
+        ax.set_xscale("log")
+        ax.minorticks_off()  # log minor labels collide at this width; label the actual sizes
+        sizes = np.sort(runs["train_images"].unique())
+        ax.set_xticks(sizes, [short_count(int(size)) for size in sizes])
+        ax.set_xlabel("Training images")
+        ax.set_ylabel("Test top-1")
+        if "under_trained" in runs and runs["under_trained"].any():
+            flagged = runs[runs["under_trained"].astype(bool)]
+            ax.scatter(flagged["train_images"], flagged["test_top1"], s=22, facecolors="none", edgecolors="0.2",
+                       linewidths=0.6, label="still improving at the end")
+        ax.legend(frameon=False, title=f"mean, {confidence:.0%} CI")
+        fig.canvas.draw()
+    return fig
+
+
+def gaps_figure(gaps: pd.DataFrame) -> Figure:
+    """Paired gaps ``a − b`` (percentage points) against training images, one panel per comparison: the mean
+    over seeds, the raw t-interval (thin) and the Holm-adjusted interval (thick); filled markers where the
+    adjusted interval excludes 0 with enough seeds to infer, hollow otherwise.
+
+    Columns: ``comparison``, ``train_images``, ``gap_mean``, ``gap_ci_low/high``, ``adj_ci_low/high``,
+    ``significant``, ``inference``.
+    """
+    require_columns(gaps, {"comparison", "train_images", "gap_mean", "gap_ci_low", "gap_ci_high", "adj_ci_low",
+                            "adj_ci_high", "significant", "inference"}, "gaps_figure")
+    comparisons = list(dict.fromkeys(gaps["comparison"]))
+    with paper_style(grid=True):
+        fig = Figure(figsize=(DOUBLE_COLUMN_IN, 2.3), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(1, len(comparisons), sharey=True))
+        for ax, comparison in zip(axes, comparisons):
+            g = gaps[gaps["comparison"] == comparison].sort_values("train_images")
+            colour = model_colour(comparison.split(" - ")[0])
+            x, y = g["train_images"].to_numpy(float), 100 * g["gap_mean"].to_numpy(float)
+            for low, high, width in (("gap_ci_low", "gap_ci_high", 0.8), ("adj_ci_low", "adj_ci_high", 2.2)):
+                ax.vlines(x, 100 * g[low], 100 * g[high], color=colour, linewidth=width, alpha=0.6)
+            ax.plot(x, y, color=colour, linewidth=1)
+            contrast_markers(ax, x, y, (g["significant"] & g["inference"]).to_numpy(bool), colour, 16)
+            training_images_axis(ax, x)
+            ax.set_title(comparison)
+        axes[0].set_ylabel("Top-1 gap (points)")
+        fig.canvas.draw()
+    return fig

@@ -1,0 +1,283 @@
+"""The GPU acceptance: its steps, its sizes and targets, and the folder of results it renders as acceptance.md.
+
+Steps (``--step`` of ``study gpu-acceptance``, :mod:`study.tools.gpu_acceptance`; default: all, in this
+order), each sized for one 10-minute device call (first run on an H200 on 2026-11-26: docs/gpu/):
+
+* ``bench`` — ResNet-18 (3×3 stem) and ViT-Tiny/4 (dim 192, depth 12, 3 heads) on 32×32×3, 10 classes: the
+  study's training step beside the usual DataLoader recipe (:mod:`study.infra.bench.benchmark`), with img/s, MFU
+  against a matmul peak measured in the same run (bf16 on GPU, float32 on CPU) and peak memory.
+* ``bench-presets`` — the same for the models of the GPU presets (their own input shapes and recipes).
+* ``profile`` — the headline models' study step under ``torch.profiler`` (:mod:`study.infra.bench.profile`): the GPU's
+  busy time against the step's wall time, and the kernel kinds that take it, so that a missed MFU target has a
+  reason.
+* ``default-study`` and ``gpu-preset`` — ``dvc repro`` of the default study (the ``--params`` file) and of
+  ``configs/fashionmnist_gpu.yaml`` in a scratch copy of the project (:mod:`study.infra.bench.scratch_repro`), so
+  that the checkout's params.yaml and dvc.lock are never touched, with each stage's wall time. A run that
+  reaches its time limit is stopped, and the table says so and how many stages it finished: the full GPU preset
+  (75 runs of up to 126,563 steps) cannot end inside one device call.
+
+Every step adds its rows to ``bench.csv``, ``profile.csv`` (with ``kernels.csv``) or ``stages.csv`` in the output
+folder (replacing that step's rows from an earlier call) and renders ``acceptance.md`` from what the folder
+holds, so steps run in separate device calls still give one report. ``--merge`` with ``--compare-runs`` adds the
+default study's GPU runs beside its CPU runs (:mod:`study.infra.bench.device_runs`). ``--smoke`` (CI, CPU) runs every
+step at toy size with ``configs/smoke.yaml``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from study.infra.bench.benchmark import run_benchmark
+from study.infra.bench.table import STUDY
+from study.infra.bench.workload import BenchModel, Shape
+from study.core.errors import StudyError
+from study.core.io import atomic_path, read_json, write_json, write_text
+from study.outputs.tables import markdown_table
+
+STEPS = ("bench", "bench-presets", "profile", "default-study", "gpu-preset")
+BENCH_STEPS, PROFILE_STEP, STUDY_STEPS = STEPS[:2], STEPS[2], STEPS[3:]
+# The headline models and their targets (issue 26): MFU against the measured bf16 peak, and img/s against the
+# usual DataLoader recipe in the same run; the default study end to end.
+HEADLINE_SHAPE = Shape(image_size=32, in_chans=3, num_classes=10)
+HEADLINE = (BenchModel("ResNet-18 (3x3 stem)", "resnet18"), BenchModel("ViT-Tiny/4", "vit"))
+MFU_TARGET = {"ResNet-18 (3x3 stem)": 0.35, "ViT-Tiny/4": 0.25}
+SPEEDUP_TARGET = 3.0
+DEFAULT_STUDY_SECONDS_TARGET = 300.0
+
+
+@dataclass(frozen=True)
+class BenchSize:
+    batch_size: int
+    steps: int  # per timed window
+    warmup_steps: int  # untimed first: compilation, allocator and DataLoader start-up
+    repeats: int  # timed windows; the median is reported
+    workers: tuple[int, ...]  # DataLoader workers of the usual recipe
+    images: int  # synthetic training images
+    compile_model: bool
+    peak_size: int | None  # matmul side for the peak; None: the device's default
+
+
+# Steps under the profiler, after the benchmark's warm-up: enough for a steady picture, few enough for a small trace.
+PROFILE_STEPS = {"gpu": 20, "smoke": 2}
+
+# On GPU: the batch of the published CIFAR recipes' large-batch variants, 8 of the device's 16 cores loading.
+GPU_SIZE = BenchSize(batch_size=512, steps=50, warmup_steps=15, repeats=3, workers=(8,), images=16384,
+                     compile_model=True, peak_size=None)
+# CI on CPU: a toy batch; the peak still at the CPU's default size (a smaller matmul understates it, MFU > 1).
+SMOKE_SIZE = BenchSize(batch_size=2, steps=2, warmup_steps=1, repeats=1, workers=(0,), images=4,
+                       compile_model=False, peak_size=None)
+
+
+# --- benchmarks --------------------------------------------------------------------------------------------
+
+
+def bench_groups(groups: list[tuple[str, Shape, list[BenchModel]]], size: BenchSize, device: torch.device,
+                 precision: str) -> pd.DataFrame:
+    """Both paths for every model, one :func:`run_benchmark` per input shape; ``group`` names where a model
+    comes from (the headline pair or a preset)."""
+    tables = []
+    for name, shape, models in groups:
+        table = run_benchmark(models, shape, batch_size=size.batch_size, steps=size.steps,
+                              warmup_steps=size.warmup_steps, repeats=size.repeats, workers=list(size.workers),
+                              device=device, images=size.images, compile_model=size.compile_model,
+                              peak_size=size.peak_size, precision=precision)
+        shown = f"{shape.in_chans}x{shape.image_size}x{shape.image_size}"
+        tables.append(table.assign(group=name, input=shown, classes=shape.num_classes))
+    return pd.concat(tables, ignore_index=True)
+
+
+# --- the folder of results -----------------------------------------------------------------------------------
+
+
+def merge_csv(path: Path, table: pd.DataFrame, step: str) -> pd.DataFrame:
+    """``path`` with its rows of ``step`` replaced by ``table``'s."""
+    table = table.assign(step=step)
+    if path.exists():
+        earlier = pd.read_csv(path)
+        table = pd.concat([earlier[earlier["step"] != step], table], ignore_index=True)
+    with atomic_path(path) as tmp:
+        table.to_csv(tmp, index=False)
+    return table
+
+
+def merge_folders(folders: list[Path], out: Path) -> Path:
+    """Put the results of separate calls (one device call per step, each with its own folder) into ``out``:
+    each folder's rows replace those of the same step, its logs and device description are copied; then
+    ``acceptance.md`` is rendered. Later folders win."""
+    out.mkdir(parents=True, exist_ok=True)
+    for folder in folders:
+        if not (folder / "device.json").is_file():
+            raise StudyError(f"--merge {folder}: no device.json there; give folders that `study gpu-acceptance` wrote")
+        for name in ("bench.csv", "profile.csv", "kernels.csv", "stages.csv", "studies.csv"):
+            if (folder / name).is_file():
+                table = pd.read_csv(folder / name)
+                for step, rows in table.groupby("step", sort=False):
+                    merge_csv(out / name, rows.drop(columns="step"), step)
+        for extra in [folder / "device.json", *folder.glob("dvc-*.log")]:
+            if extra.resolve() != (out / extra.name).resolve():
+                shutil.copy(extra, out / extra.name)
+    return render(out)
+
+
+def device_description(device: torch.device) -> dict:
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        from study.report.provenance import cpu_description
+
+        cpu = cpu_description()
+        name = f"{cpu['model_name']} ({os.cpu_count()} logical CPUs, {cpu['torch_cpu_capability']})"
+    return {"device": device.type, "name": name, "torch": torch.__version__, "cuda": torch.version.cuda,
+            "python": platform.python_version(), "threads": torch.get_num_threads()}
+
+
+def write_device(out: Path, device: torch.device) -> None:
+    write_json(out / "device.json", device_description(device))
+
+
+def render(out: Path) -> Path:
+    """``acceptance.md`` from what ``out`` holds: the tables docs/performance.md takes, with the targets."""
+    parts = ["# GPU acceptance", ""]
+    if (out / "device.json").exists():
+        d = read_json(out / "device.json")
+        parts += [f"Device: {d['name']} ({d['device']}); PyTorch {d['torch']}, CUDA {d['cuda']}, Python {d['python']}, "
+                  f"{d['threads']} intra-op threads.", ""]
+        if d["device"] != "cuda":
+            parts += ["Not a GPU: the targets below are a GPU's, so no verdict is given.", ""]
+    if (out / "bench.csv").exists():
+        parts += bench_section(pd.read_csv(out / "bench.csv"), gpu=_on_gpu(out))
+    if (out / "profile.csv").exists():
+        kernels = pd.read_csv(out / "kernels.csv") if (out / "kernels.csv").exists() else pd.DataFrame()
+        parts += profile_section(pd.read_csv(out / "profile.csv"), kernels)
+    if (out / "stages.csv").exists() and (out / "studies.csv").exists():
+        parts += study_section(pd.read_csv(out / "stages.csv"), pd.read_csv(out / "studies.csv"), gpu=_on_gpu(out))
+    if (out / "runs.csv").exists() and (out / "accuracy.csv").exists():
+        stages = pd.read_csv(out / "stages.csv") if (out / "stages.csv").exists() else pd.DataFrame()
+        parts += comparison_section(pd.read_csv(out / "runs.csv"), pd.read_csv(out / "accuracy.csv"), stages)
+    path = out / "acceptance.md"
+    write_text(path, "\n".join(parts) + "\n")
+    return path
+
+
+def _on_gpu(out: Path) -> bool:
+    return (out / "device.json").exists() and read_json(out / "device.json")["device"] == "cuda"
+
+
+def bench_section(table: pd.DataFrame, gpu: bool) -> list[str]:
+    peaks = table.groupby("group")[["peak_gflop_s", "peak_dtype"]].first()
+    shown = pd.DataFrame({
+        "group": table["group"], "model": table["model"], "input": table["input"],
+        "path": [p if pd.isna(w) else f"{p}, {int(w)} workers" for p, w in zip(table["path"], table["workers"])],
+        "img/s": table["images_per_s"].round(0).astype(int), "ms/step": table["ms_per_step"].round(1),
+        "MFU %": (100 * table["mfu"]).round(1), "peak MiB": table["peak_mem_mib"].round(0).astype(int),
+        "study/usual": table["speedup"].round(2), "precision": table["precision"],
+    })
+    lines = ["## Training step: the study's against the usual DataLoader recipe", "",
+             f"Batch {int(table['batch_size'].iloc[0])}; memory: {table['memory'].iloc[0]}; peaks measured in the "
+             "same run: " + "; ".join(f"{g} {r.peak_gflop_s / 1000:.1f} TFLOP/s ({r.peak_dtype})"
+                                      for g, r in peaks.iterrows()) + ".", "",
+             markdown_table(shown, digits=2), ""]
+    if gpu:
+        lines += ["Targets: " + "; ".join(_verdict(table, model, target) for model, target in MFU_TARGET.items()), ""]
+    return lines
+
+
+def _verdict(table: pd.DataFrame, model: str, mfu_target: float) -> str:
+    study = table[(table["model"] == model) & (table["path"] == STUDY)]
+    if study.empty:
+        return f"{model} not measured"
+    row = study.iloc[0]
+    ok = row["mfu"] >= mfu_target and row["speedup"] >= SPEEDUP_TARGET
+    return (f"{model} {100 * row['mfu']:.1f}% MFU (target {100 * mfu_target:.0f}%), {row['speedup']:.2f}x the "
+            f"usual recipe (target {SPEEDUP_TARGET:.0f}x): {'met' if ok else 'not met'}")
+
+
+def profile_section(summary: pd.DataFrame, kernels: pd.DataFrame) -> list[str]:
+    """Busy time against wall time per model, the time by kernel kind, and each model's costliest kernels
+    (``kernels`` is empty off a GPU: the profiler then sees no device kernels)."""
+    shown = pd.DataFrame({"model": summary["model"], "batch": summary["batch_size"],
+                          "wall ms/step": summary["wall_ms_per_step"].round(2),
+                          "GPU busy ms/step": summary["gpu_busy_ms_per_step"].round(2),
+                          "busy %": summary["gpu_busy_pct"].round(1),
+                          "kernels/step": summary["kernels_per_step"].round(0)})
+    lines = ["## Where a step's time goes (torch.profiler)", "",
+             f"{int(summary['steps'].iloc[0])} study steps per model after the benchmark's warm-up, under the "
+             "profiler (which slows the host: wall times here exceed the benchmark's). Busy: the sum of the GPU's "
+             "kernel durations per step; wall: the host's clock around the same steps. Busy well under wall means "
+             "the GPU waits for the host to launch work; busy near wall means the kernels themselves are slow for "
+             "their FLOPs.", "", markdown_table(shown, digits=2), ""]
+    if kernels.empty:
+        return lines + ["No device kernels were recorded: not a GPU.", ""]
+    kinds = [c for c in summary.columns if c.startswith("ms ")]
+    by_kind = summary[["model", *kinds]].rename(columns=lambda c: c.removeprefix("ms ")).round(2)
+    top = kernels.assign(kernel=kernels["kernel"].str.slice(0, 60), calls_per_step=kernels["calls_per_step"].round(1),
+                         ms_per_step=kernels["ms_per_step"].round(3), pct_of_busy=kernels["pct_of_busy"].round(1))
+    return lines + ["GPU time per step by kernel kind (ms):", "", markdown_table(by_kind, digits=2), "",
+                    "Costliest kernels per model:", "",
+                    markdown_table(top[["model", "kind", "kernel", "calls_per_step", "ms_per_step", "pct_of_busy"]],
+                                   digits=3), ""]
+
+
+def write_comparison(out: Path, pairs: pd.DataFrame, summary: pd.DataFrame) -> None:
+    """The paired GPU and CPU runs and their per-model comparison (:mod:`study.infra.bench.device_runs`)."""
+    for name, table in (("runs.csv", pairs), ("accuracy.csv", summary)):
+        with atomic_path(out / name) as tmp:
+            table.to_csv(tmp, index=False)
+
+
+def comparison_section(pairs: pd.DataFrame, summary: pd.DataFrame, stages: pd.DataFrame) -> list[str]:
+    """GPU against CPU test top-1 per model, and how much of a train stage's wall time its training took."""
+    shown = pd.DataFrame({
+        "model": summary["model"], "runs": summary["runs"], "GPU top-1 %": summary["gpu_top1"].round(2),
+        "CPU top-1 %": summary["cpu_top1"].round(2), "GPU - CPU (points)": summary["diff_points"].round(2),
+        "interval": ["–" if pd.isna(lo) else f"{lo:+.2f} to {hi:+.2f} ({100 * c:.1f}%)"
+                     for lo, hi, c in zip(summary["low"], summary["high"], summary["confidence"])],
+        "excluded beyond": ["detected" if sig else ("–" if pd.isna(b) else f"±{b:.2f}")
+                            for sig, b in zip(summary["significant"], summary["equivalence_bound"])],
+        "largest single run": summary["largest_run_diff"].round(2),
+    })
+    lines = ["## The default study's runs: GPU against CPU", "",
+             "Each finished training run of the timed `dvc repro` beside the committed CPU run of the same model, "
+             "fraction and seed (bf16 autocast and other kernels on the GPU, float32 on the CPU). Mean paired "
+             "difference per model with its t-interval, Holm-adjusted across the models; where it includes 0, the "
+             "differences it excludes.", "", markdown_table(shown, digits=2), ""]
+    if not stages.empty:
+        train = stages[stages["stage"].str.startswith("train@") & (stages["status"] == "done")].reset_index(drop=True)
+        keys = train["stage"].str.extract(r"train@(?P<model>[^-]+)-(?P<fraction>[\d.e-]+)-(?P<seed>\d+)$")
+        timed = pd.concat([train, keys], axis=1).astype({"fraction": float, "seed": int})
+        timed = timed.merge(pairs, on=["model", "fraction", "seed"])
+        if len(timed):
+            wall, inside = timed["seconds"].mean(), timed["train_seconds"].mean()
+            lines += [f"A train stage took {wall:.1f} s of wall time on average ({len(timed)} stages), of which the "
+                      f"run's own training (its summary line, whole seconds) took {inside:.1f} s; the other "
+                      f"{wall - inside:.1f} s are the stage's process start (Python, imports, CUDA), data loading, "
+                      "evaluation and DVC's bookkeeping.", ""]
+    return lines
+
+
+def study_section(stages: pd.DataFrame, studies: pd.DataFrame, gpu: bool) -> list[str]:
+    lines = ["## `dvc repro`, timed per stage", ""]
+    summary = pd.DataFrame({
+        "study": studies["step"], "params": studies["params"], "targets": studies["targets"],
+        "wall s": studies["seconds"].round(1),
+        "stages done": [f"{int(d)} of {int(p)}" for d, p in zip(studies["stages_done"], studies["stages_in_pipeline"])],
+        "ended": ["stopped at the time limit" if s else ("ok" if r == 0 else f"failed ({int(r)})")
+                  for s, r in zip(studies["stopped"], studies["returncode"])],
+    })
+    lines += [markdown_table(summary, digits=1), ""]
+    default = studies[studies["step"] == "default-study"]
+    if gpu and len(default):
+        row = default.iloc[0]
+        ok = row["returncode"] == 0 and not row["stopped"] and row["seconds"] <= DEFAULT_STUDY_SECONDS_TARGET
+        lines += [f"Target: the default study end to end in at most {DEFAULT_STUDY_SECONDS_TARGET:.0f} s: "
+                  f"{row['seconds']:.0f} s, {'met' if ok else 'not met'}.", ""]
+    per_stage = stages.assign(seconds=stages["seconds"].round(1))[["step", "stage", "seconds", "status"]]
+    lines += ["Per stage (wall time from its start to the next stage's):", "", markdown_table(per_stage, digits=1), ""]
+    return lines

@@ -1,0 +1,133 @@
+"""``dvc repro`` in a scratch copy of the project, timed per stage and stopped at a time limit.
+
+Why a scratch copy: the GPU acceptance times the default study and a GPU preset end to end, and must never touch
+the checkout's params.yaml, dvc.lock or outputs. The copy leaves out environments, kits, pipeline outputs and
+caches, takes the given params file as its params.yaml and, where the device cannot download it, the dataset's
+files. Each stage's wall time runs from its "Running stage" line to the next one (or the end); a run that
+reaches its time limit is stopped (SIGTERM to dvc's process group, then SIGKILL), and its last stage is marked so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from study.core.errors import StudyError
+
+# Top-level entries of the checkout that a scratch copy leaves out: environments, kits, pipeline outputs, caches.
+_NOT_COPIED = {".git", ".venv", ".kit", ".whl", ".carry", ".gl", "runs", "data", "reports", "build", ".pytest_cache"}
+_STOP_GRACE_SECONDS = 10.0
+
+
+def scratch_copy(root: Path, dest: Path, params_file: Path, dataset_files: Path | None, data_root: str) -> Path:
+    """A copy of the project at ``dest`` with ``params_file`` as its params.yaml, no outputs, no dvc.lock, and
+    the dataset's files (if given) in its ``data_root``; a git repository when git exists, else DVC without SCM."""
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        here = Path(folder).resolve()
+        skipped = {n for n in names if n in ("__pycache__",) or n.endswith(".egg-info")}
+        if here == root.resolve():
+            skipped |= _NOT_COPIED & set(names) | {"dvc.lock"}
+        if here == (root / ".dvc").resolve():
+            skipped |= {"tmp", "cache", "config.local"} & set(names)
+        return skipped
+
+    shutil.copytree(root, dest, ignore=ignore, symlinks=True)
+    shutil.copy(params_file, dest / "params.yaml")
+    if dataset_files is not None:
+        shutil.copytree(dataset_files, dest / data_root, dirs_exist_ok=True)
+    if shutil.which("git"):
+        for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=acceptance", "-c", "user.email=acceptance@local",
+                                                       "commit", "-qm", "scratch copy"]):
+            subprocess.run(["git", *args], cwd=dest, check=True, capture_output=True)
+    else:  # DVC without git: its documented `core.no_scm` switch, in the copy's local config
+        (dest / ".dvc" / "config.local").write_text("[core]\n    no_scm = true\n")
+    return dest
+
+
+def _dvc_env() -> dict[str, str]:
+    """This interpreter's scripts (`dvc`, `study`) first on PATH; output unbuffered, so each line is timed."""
+    scripts = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": scripts + os.pathsep + os.environ.get("PATH", ""), "PYTHONUNBUFFERED": "1"}
+
+
+def _dvc() -> str:
+    found = shutil.which("dvc", path=_dvc_env()["PATH"])
+    if found is None:
+        raise StudyError("`dvc` is not on PATH; install the project (or on a device machine: "
+                         ". scripts/device-install)")
+    return found
+
+
+def _run_dvc(project: Path, *args: str) -> str:
+    done = subprocess.run([_dvc(), *args], cwd=project, env=_dvc_env(), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise StudyError(f"dvc {' '.join(args)} failed in {project}: {_last_line(done.stderr or done.stdout)}")
+    return done.stdout
+
+
+def timed_repro(project: Path, targets: list[str], time_limit: float | None, log: Path) -> tuple[list[dict], dict]:
+    """``dvc repro [targets]`` in ``project``: one row per stage that started (its wall time, from its
+    "Running stage" line to the next one or the end) and a summary. Stopped after ``time_limit`` seconds."""
+    planned = len(_run_dvc(project, "stage", "list", "--name-only").split())
+    starts: list[tuple[str, float]] = []
+    tic = time.monotonic()
+    with log.open("w") as out:
+        process = subprocess.Popen([_dvc(), "repro", *targets], cwd=project, env=_dvc_env(), stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        reader = threading.Thread(target=_read_stages, args=(process.stdout, out, starts, tic), daemon=True)
+        reader.start()
+        try:
+            returncode = process.wait(timeout=time_limit)
+            stopped = False
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            returncode, stopped = process.returncode, True
+        reader.join()
+    seconds = time.monotonic() - tic
+    rows = []
+    for i, (stage, start) in enumerate(starts):
+        end = starts[i + 1][1] if i + 1 < len(starts) else seconds
+        last = i + 1 == len(starts)
+        if not last:
+            status = "done"
+        elif stopped:  # whatever dvc's exit status after SIGTERM (it can be 0): its last stage was cut short
+            status = "stopped at the time limit"
+        else:
+            status = "done" if returncode == 0 else "failed"
+        rows.append({"stage": stage, "seconds": end - start, "status": status})
+    summary = {"seconds": seconds, "returncode": returncode, "stopped": stopped, "time_limit": time_limit,
+               "stages_started": len(starts), "stages_done": sum(r["status"] == "done" for r in rows),
+               "stages_in_pipeline": planned, "targets": " ".join(targets) or "all"}
+    return rows, summary
+
+
+def _read_stages(stream, out, starts: list[tuple[str, float]], tic: float) -> None:
+    """Copy dvc's output to the log; note when each "Running stage 'name':" line arrives."""
+    for line in stream:
+        out.write(line)
+        if line.startswith("Running stage '"):
+            starts.append((line.split("'")[1], time.monotonic() - tic))
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM dvc's whole process group (it and the stage it runs), then SIGKILL what is left."""
+    for sig, wait in ((signal.SIGTERM, _STOP_GRACE_SECONDS), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+            process.wait(timeout=wait)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"

@@ -1,0 +1,104 @@
+"""The report's sentences about representations: what the CKA tables support saying about why models differ.
+
+Read from the ``cka`` stage's ``cka_to_full`` table and from the depth average of cross-model CKA
+(:func:`study.representations.depth.across_depth_mean`); every number is computed in :mod:`study.analysis`. The rules:
+
+- a difference is claimed only when its Holm-adjusted interval (computed by the stage, over the family it
+  names) excludes zero; otherwise the sentence says "no detectable difference" and gives the interval;
+- with fewer than ``min_seeds`` seeds nothing is inferred: the sentences give the means and say why;
+- every similarity stands beside its noise level (CKA between two seeds of the same model) and its chance level
+  (the same comparison between the models' initial weights, before any training): "CKA 0.82 (95% CI 0.79 to
+  0.85) vs 0.93 between seeds and 0.35 at initialisation". CKA has no fixed zero: two random networks fed the
+  same images already share much of the images' geometry, so only the chance level says how much of a value
+  training put there;
+- averages over depth leave out the input embedding (near 1 for any two models), and the sentences say so.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from study.stats.intervals import MIN_SEEDS
+from study.report.format import interval, no_inference, percent, plural, reference_data, share
+
+
+def cka_findings(to_full: pd.DataFrame | None, across: pd.DataFrame | None, reference: float = 1.0,
+                 min_seeds: int = MIN_SEEDS) -> list[str]:
+    """Sentences on CKA to a model of another seed trained on the largest fraction (``reference``: full data
+    when 1.0), against the cross-seed ceiling and the chance level (``to_full``: ``cka_to_full``), and on
+    cross-model CKA at matched relative depth (``across``: its depth average per pair of models)."""
+    ref = reference_data(reference)
+    if to_full is None or to_full.empty:
+        return [f"CKA to a model trained on {ref} is not measured: it compares against a model of another seed, "
+                "and the study has one."]
+    out = []
+    for model, rows in to_full.groupby("model", sort=True):
+        seeds = int(rows["seeds"].min())
+        if seeds < min_seeds:
+            out.append(_described(str(model), rows, seeds, min_seeds, ref))
+        else:
+            out += [_inferred(str(model), r, ref) for r in rows.sort_values("fraction").itertuples()]
+    return out + _across(across, min_seeds, ref)
+
+
+def _level(mean: float, low: float = math.nan, high: float = math.nan) -> str:
+    """A noise or chance level: "0.93 (CI 0.90 to 0.96)", or "0.93" where it has no interval."""
+    spread = f" ({interval(low, high, 2)})" if math.isfinite(low) and math.isfinite(high) else ""
+    return f"{mean:.2f}{spread}"
+
+
+def _versus(noise: str, chance: float, chance_text: str) -> str:
+    """A similarity's two reference points: "vs 0.93 between seeds and 0.35 at initialisation"."""
+    if not math.isfinite(chance):
+        return f"vs {noise} between seeds (its chance level, the same comparison at initialisation, was not measured)"
+    return f"vs {noise} between seeds and {chance_text} at initialisation"
+
+
+def _depth_phrase(embedding: str) -> str:
+    return f"averaged over relative depth after the input embedding ({embedding}, left out)"
+
+
+def _described(model: str, rows: pd.DataFrame, seeds: int, min_seeds: int, ref: str) -> str:
+    first = rows.iloc[0]
+    values = ", ".join(f"{r.mean_cka:.2f} at {percent(r.fraction)}" for r in rows.sort_values("fraction").itertuples())
+    levels = _versus(f"{first['ceiling_mean']:.2f}", first["chance_mean"], f"{first['chance_mean']:.2f}")
+    return (f"{model}: CKA to a model of another seed trained on {ref}, {_depth_phrase(first['embedding_layer'])}, is "
+            f"{values} of the data, {levels}. Mean of "
+            f"{plural(seeds, 'seed')}; {no_inference(seeds, min_seeds)}.")
+
+
+def _inferred(model: str, r, ref: str) -> str:
+    cka = f"{r.mean_cka:.2f} ({percent(r.confidence)} {interval(r.ci_low, r.ci_high, 2)})"
+    levels = _versus(_level(r.ceiling_mean, r.ceiling_ci_low, r.ceiling_ci_high), r.chance_mean,
+                     _level(r.chance_mean, r.chance_ci_low, r.chance_ci_high))
+    gap = (f"Holm-adjusted {share(r.gap_confidence)} "
+           f"{interval(r.gap_ci_low, r.gap_ci_high, 2, signed=True)}, {int(r.seeds)} seeds")
+    start = (f"At {percent(r.fraction)} of the data, {model}'s CKA to a model of another seed trained on {ref}, "
+             f"{_depth_phrase(r.embedding_layer)}, is {cka} {levels}")
+    if r.gap_significant and r.gap_to_ceiling_mean > 0:
+        return f"{start}: below the cross-seed ceiling by {r.gap_to_ceiling_mean:.2f} ({gap})."
+    if r.gap_significant:
+        return f"{start}: above the cross-seed ceiling by {-r.gap_to_ceiling_mean:.2f} ({gap})."
+    return (f"{start}: no detectable difference from the cross-seed ceiling (gap {r.gap_to_ceiling_mean:+.2f}, "
+            f"{gap}).")
+
+
+def _across(across: pd.DataFrame | None, min_seeds: int, ref: str) -> list[str]:
+    """Cross-model CKA at matched depth, described beside both models' ceilings and the pair's chance level
+    (no claim is tested)."""
+    if across is None:
+        return []
+    out = []
+    for r in across.itertuples():
+        spread = (f" ({percent(r.confidence)} {interval(r.ci_low, r.ci_high, 2)} over {r.seeds} seeds)"
+                  if r.seeds >= min_seeds else f" (mean of {plural(r.seeds, 'seed')})")
+        ceilings = [f"{c:.2f} ({m})" for m, c in ((r.model_a, r.ceiling_a), (r.model_b, r.ceiling_b))
+                    if math.isfinite(c)]
+        noise = " and ".join(ceilings) if ceilings else "no value"
+        out.append(f"At matched relative depth, {r.model_a} and {r.model_b} trained on {ref} have CKA {r.cka_mean:.2f}"
+                   f"{spread} averaged over relative depth {r.depth_from:.2f}–1 (past both input embeddings), from "
+                   f"{r.depth_min:.2f} to {r.depth_max:.2f} along it, "
+                   f"{_versus(noise, r.chance_mean, f'{r.chance_mean:.2f}')}, on the same depth average.")
+    return out

@@ -1,0 +1,104 @@
+"""Stage ``cka``: CKA similarity within and across models, of every fraction to another seed's full-data
+model, with each similarity's noise level (the cross-seed ceiling) and chance level (the same comparison at
+initialisation, from each run's ``init.pt``); see :mod:`study.representations.similarity` for the design."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from study.core import runtime
+from study.representations import similarity as S
+from study.representations.figures import CKAPanel, cka_across_depth, cka_frame, cka_grid, cka_to_reference
+from study.outputs.figure_style import save_figure
+from study.runs.table import collect_runs
+from study.runs.load import analysis_images, load_models
+from study.core.config import Params
+from study.core.io import atomic_dir
+from study.outputs.tables import write_table
+from study.core.entry import add_analysis_arguments
+from study.core.entry import configured
+
+EMBEDDING_NOTE = ("the input embedding (each model's first layer: patch embedding or stem, table cka_layers) is left "
+                  "out of every mean over depth, its per-layer values are kept")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_analysis_arguments(parser)
+
+
+def main(args: argparse.Namespace) -> str:
+    return run(configured(args.params), args.runs, args.prepared, args.figures, args.tables)
+
+
+def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: Path) -> str:
+    tic = time.perf_counter()
+    device = runtime.pick_device(params.train.device)
+    a, conf = params.analysis, params.analysis.curves.confidence
+    runs = collect_runs(runs_dir)
+    models = {(name, fraction, seed): loaded for seed in params.seeds
+              for (name, fraction), loaded in load_models(runs, seed, device).items()}
+    # The chance level's weights: each model and seed before its first step, read from the full-data run's
+    # init.pt (the seed alone draws them, whatever the fraction).
+    full_runs = runs[runs["fraction"] == max(f for _, f, _ in models)]
+    initial = {(name, seed): loaded for seed in params.seeds
+               for (name, _), loaded in load_models(full_runs, seed, device, weights="init.pt").items()}
+    images = analysis_images(prepared, a.cka.images)
+    result = S.cka_study(models, images, a.cka.batch_size, a.cka.kernel, a.cka.rbf_threshold, device, params.seeds,
+                         initial)
+    blocks = result["matrices"][a.seed]  # the heatmaps: the analysis seed's full-data models
+    within = [CKAPanel(m, la, lb, f"{x} (within)", x, y) for (x, y), (la, lb, m) in blocks.items() if x == y]
+    across = [CKAPanel(m, la, lb, f"{x} vs {y}", x, y) for (x, y), (la, lb, m) in blocks.items() if x != y]
+    to_full, ceiling, chance = result["to_full"], result["ceiling"], result["chance"]
+    summary = S.to_full_summary(to_full, ceiling, conf, chance)
+    per_seed_across = S.across_depth(result["matrices"], result["init_matrices"])
+    across_summary = S.across_depth_summary(per_seed_across, ceiling, conf)
+    pct = f"{conf:.0%}"
+    skipped = "" if len(params.seeds) > 1 else " (empty: CKA to another seed's model needs at least 2 seeds)"
+    with atomic_dir(figures) as tmp:
+        save_figure(cka_grid(within), tmp / "cka_within", cka_frame(within))
+        if across:
+            save_figure(cka_grid(across), tmp / "cka_across", cka_frame(across))
+            save_figure(cka_across_depth(across_summary), tmp / "cka_across_depth", across_summary)
+        if not to_full.empty:
+            figure_data = pd.concat([to_full.assign(curve="fraction"), ceiling.assign(curve="ceiling"),
+                                     chance.assign(curve="chance")])
+            save_figure(cka_to_reference(to_full, ceiling, max(params.fractions), chance), tmp / "cka_to_full",
+                        figure_data)
+    with atomic_dir(tables) as tmp:
+        write_table(S.layer_table(result["layers"]), tmp / "cka_layers",
+                    "The layers each model's CKA is measured at, input to output: relative depth i/(L-1) of layer "
+                    "i of L; input_embedding marks the first (patch embedding or stem), left out of means over "
+                    "depth. Models with different layer counts are compared at equal relative depth.")
+        write_table(summary, tmp / "cka_to_full",
+                    f"CKA of each model at each fraction to the full-data model of another seed, mean over "
+                    f"relative depth from the first layer after the input embedding to the output (averaged_layers; "
+                    f"{EMBEDDING_NOTE}), {pct} t-interval over seeds; beside it the noise level, the cross-seed "
+                    f"ceiling (full data vs full data), and the chance level, the same seed pairs' initial weights "
+                    f"(two random initialisations of the architecture), each with its interval over distinct "
+                    f"seed pairs; the gap ceiling - CKA, paired by seed, Holm-adjusted over each model's "
+                    f"fractions{skipped}.")
+        write_table(S.beside(S.beside(to_full, ceiling, "ceiling"), chance, "chance"), tmp / "cka_to_full_layers",
+                    f"Per-layer CKA to the full-data model of the reference seed (the next seed), beside the noise "
+                    f"level (ceiling: the same seed pair's full-data models) and the chance level (chance: the same "
+                    f"seed pair's initial weights) at that layer; to_init: CKA of the layer to its own "
+                    f"initialisation (how far training moved it){skipped}.")
+        write_table(S.beside(ceiling, chance, "chance"), tmp / "cka_ceiling",
+                    f"Noise ceiling: per-layer CKA between full-data models of two seeds, beside the chance level "
+                    f"(chance: the two seeds' initial weights) and each model's CKA to its own initialisation "
+                    f"(to_init){skipped}.")
+        write_table(per_seed_across, tmp / "cka_across_depth_seeds",
+                    "CKA between two models at matched relative depth, full data, per seed, beside the same two "
+                    "models at initialisation (chance); in_depth_mean: the point lies past both models' input "
+                    "embeddings and enters the mean over depth.")
+        write_table(across_summary, tmp / "cka_across_depth",
+                    f"CKA between two models at matched relative depth (full data), mean and {pct} t-interval "
+                    "over seeds, beside each model's cross-seed ceiling (noise level) and the pair's CKA at "
+                    "initialisation (chance level) at that depth; in_depth_mean: past both input embeddings.")
+    note = f"{len(to_full)} layer comparisons to another seed" if not to_full.empty else "1 seed: no cross-seed CKA"
+    return (f"cka: {len(models)} models + {len(initial)} initialisations, "
+            f"{len(images) - len(images) % a.cka.batch_size} test images, {len(within)} within + {len(across)} "
+            f"across panels, {note} in {time.perf_counter() - tic:.0f}s -> {figures}, {tables}")
