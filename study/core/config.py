@@ -5,7 +5,13 @@ Every stage command calls :func:`load_params` before doing any work. A bad file 
 written. Library code never sees this object whole: stage commands pick the fields each function needs.
 
 Validation is pydantic's (field types, ranges, unknown keys); the cross-section rules that pydantic
-cannot express (a teacher must be a trained baseline, …) are in :func:`_check_cross_references`.
+cannot express (a teacher must be a trained baseline, …) are in :func:`_check_cross_references`. What needs a
+library to check is checked where it is used, and by ``study check``: the architectures by the stages that build
+models (:func:`study.models.check_archs`), the probes by the robustness stage (:func:`study.robustness.grids.
+check_robustness`). This module imports neither, so the data stages run (and depend on) no model or probe code.
+
+Longer than most modules (about 400 lines) because it is the whole schema, one section after another: a reader
+looking up a key finds every key here.
 """
 
 from __future__ import annotations
@@ -300,7 +306,7 @@ def _first_error(err: ValidationError, source: str) -> str:
     if first["type"] == "unexpected_keyword_argument":
         return f"{source}: unknown key '{key}'; remove it or check its spelling"
     if first["type"] in ("missing", "missing_argument", "missing_keyword_argument"):
-        return f"{source}: missing key '{key}'; add it (see configs/smoke.yaml for a complete file)"
+        return f"{source}: missing key '{key}'; add it (params.yaml holds every key)"
     value = repr(first.get("input"))
     value = value if len(value) <= 60 else value[:57] + "..."
     return f"{source}: {key} = {value}: {first['msg']}"

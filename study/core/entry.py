@@ -1,12 +1,9 @@
-"""The DVC pipeline's stages, one thin module each: paths in, a library call, files out.
+"""What every stage's entry point shares: validated parameters with the runtime switches set, the paths of an
+analysis, and the pairs of models it compares.
 
-``params.yaml -> prepare -> subsets -> train (baselines, then the distilled student) -> curves, distillation,
-cka, attention -> report``. Each module is what one ``study <stage>`` command runs: ``add_arguments`` declares
-the paths ``dvc.yaml`` passes, ``main`` validates the parameters (:func:`configured`), calls the library in
-``study.data``, ``study.train`` or ``study.analysis`` and returns the one-line summary the CLI prints. Nothing
-here invents a path or computes a statistic. ``dvc.yaml`` lists, for every stage, this module and every module
-of ``study`` it imports (tests/test_stage_deps.py walks the imports), so changed code makes exactly its stages
-stale.
+A stage's entry point is ``study/<question>/stage.py`` (or ``stage_<name>.py``): ``add_arguments`` declares the paths
+``dvc.yaml`` passes, ``main`` validates the parameters (:func:`configured`), calls its question's library and
+returns the one-line summary the CLI prints. Nothing in an entry point invents a path or computes a statistic.
 """
 
 from __future__ import annotations
