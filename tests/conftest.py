@@ -137,7 +137,7 @@ def _dump(path: Path, obj: object) -> None:
         pickle.dump(obj, file, protocol=2)  # the release's pickles date from Python 2
 
 
-# --- model tests (tests/test_models.py, test_convit.py, test_convstem.py) ----------------------------
+# --- model tests (tests/models/test_models.py, test_convit.py, test_convstem.py) ----------------------------
 
 
 @pytest.fixture
@@ -260,11 +260,11 @@ def dvc(*args: str, cwd: Path, check: bool = True):
 # quick loop (`pytest -m "not slow"`). Measured on 2 cores: 14 to 140 s of set-up each.
 SLOW_FIXTURES = {
     "smoke_study": "a whole `dvc repro` of the smoke preset",
-    "reference": "a real training run (tests/test_faults.py)",
-    "interrupted": "a training run stopped by Ctrl-C (tests/test_faults.py)",
-    "smoke_run": "`study gpu-acceptance --smoke`, with its scratch `dvc repro` (tests/test_gpu_acceptance.py)",
-    "kit": "the device kit's offline install (tests/test_device_kit.py)",
-    "two_logical_gpus": "a local Ray instance (tests/test_engine_gpus.py)",
+    "reference": "a real training run (tests/faults/test_faults.py)",
+    "interrupted": "a training run stopped by Ctrl-C (tests/faults/test_faults.py)",
+    "smoke_run": "`study gpu-acceptance --smoke`, with its scratch `dvc repro` (tests/infra/test_gpu_acceptance.py)",
+    "kit": "the device kit's offline install (tests/infra/test_device_kit.py)",
+    "two_logical_gpus": "a local Ray instance (tests/infra/test_engine_gpus.py)",
 }
 
 

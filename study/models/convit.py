@@ -16,7 +16,7 @@ embedding, MLPs, norms, head, the analyses' explicit-attention path):
 
 Names, shapes and inference follow timm's ``ConVit`` (``timm/models/convit.py``, checked against timm
 1.0.31; adapted there from the authors' code): ``state_dict`` keys match, so timm weights load with ``strict=True`` and
-``tests/test_convit.py`` checks the logits against timm to 1e-5 both ways. Two differences in the arguments, not
+``tests/models/test_convit.py`` checks the logits against timm to 1e-5 both ways. Two differences in the arguments, not
 in the function: timm's ``embed_dim`` is per head (timm multiplies it by ``num_heads``), ours is the model width,
 as for ``vit``; and ``qkv_bias`` defaults to True, as the study's ViT (timm's and the paper's ConViT default to
 False), so that the two models differ only by the ConViT's changes.

@@ -14,7 +14,7 @@ with channels doubling to ``D`` at the last ``3×3`` conv (``D/2ⁿ⁻¹, …, D
 192 for D = 192, with 11 blocks instead of 12), unless ``stem_channels`` lists them. A patch size that is not a
 power of two has no such stack and is refused. Xiao et al. remove one transformer block to pay for the stem's
 FLOPs; here that is the ``depth`` argument, set by the preset (with ``stem_channels`` to make the trade even:
-see ``tests/test_convstem.py`` for the study's sizes).
+see ``tests/models/test_convstem.py`` for the study's sizes).
 """
 
 from __future__ import annotations

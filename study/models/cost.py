@@ -7,7 +7,7 @@ multiply-add is 2 FLOPs) and ignores cheap element-wise ops (norms, GELU, softma
 A trap fixed here: on CPU, ``scaled_dot_product_attention`` dispatches to
 ``aten._scaled_dot_product_flash_attention_for_cpu``, which PyTorch's counter has no formula for, so
 a ViT's attention matmuls (``q kᵀ`` and ``attn · v``) silently count as zero. We register that op with
-PyTorch's own SDPA formula; ``tests/test_models.py`` checks the total against a closed form.
+PyTorch's own SDPA formula; ``tests/models/test_models.py`` checks the total against a closed form.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ softmax attention probabilities, and we want them from a named method rather tha
 monkey-patching or a global "fused attention off" switch. Everything else is timm's design on purpose: the
 module names, parameter shapes and initialisation follow ``timm.models.vision_transformer`` (checked
 against timm 1.0.31), so ``state_dict`` keys match exactly, timm weights load with ``strict=True``, and
-``tests/test_models.py`` checks the logits against timm to 1e-5.
+``tests/models/test_models.py`` checks the logits against timm to 1e-5.
 
 Data flow for one image of ``C×H×W`` with patch size ``p`` (``N = HW/p²`` patches, width ``D``)::
 
@@ -101,7 +101,7 @@ class Attention(nn.Module):
     the explicit two-matmul form is faster for the short sequences of small images: with 17 tokens, the
     default ViT trained 1.22x more images per second than with the CPU flash-attention kernel (2-core CPU,
     batch 128, AdamW; median of 5 alternating runs, range 1.09-1.32x). Both compute the same function
-    (``tests/test_models.py`` compares them).
+    (``tests/models/test_models.py`` compares them).
     """
 
     fused_attn: bool | None = None

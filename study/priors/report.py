@@ -74,7 +74,7 @@ def prior_sentences(gaps: pd.DataFrame, arms: dict) -> list[str]:
 
 def scramble_sentences(gaps: pd.DataFrame, arms: dict) -> list[str]:
     """Per scrambled model: what scrambling costs it (scrambled − natural twin), and where it stands against the
-    plain ViT on natural images, whose function scrambling cannot change (tests/test_scramble.py)."""
+    plain ViT on natural images, whose function scrambling cannot change (tests/data/test_scramble.py)."""
     if not arms["twins"]:
         return []
     out = ["Scrambled models see every image through one fixed scramble: training, validation and test images, and "

@@ -3,7 +3,7 @@
 Kept apart from :mod:`study.robustness.probes`, and free of its code, because the parameters layer
 (:mod:`study.core.config`) runs it in every stage: every stage's code deps (dvc.yaml) then hold this file only, not the
 probe library, so editing a probe makes only the robustness stage stale. The names and limits here are those of
-the library; tests/test_probes.py checks that they agree.
+the library; tests/robustness/test_probes.py checks that they agree.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Naseer, Ranasinghe, Khan, Hayat, Khan & Yang, "Intriguing Properties of Vision T
   image edge. :func:`occlusion` implements both; ``grid`` equal to the image side is pixel drop.
 * **Patch shuffle**: the image cut into a g×g grid whose cells are permuted at random per
   image. A ViT whose position embeddings are permuted with the patches gives the same logits, since
-  attention is permutation-equivariant and the class token stays first (tests/test_probes.py checks it).
+  attention is permutation-equivariant and the class token stays first (tests/robustness/test_probes.py checks it).
   :func:`rearrangement` draws the permutations; :func:`permute_cells` applies a given one.
 
 Levels: the occlusion *share* (0 is the identity, 1 blanks the image) and the rearrangement *grid*

@@ -1,0 +1,85 @@
+"""DVC sees every line a stage runs, and nothing else (issue 30): each stage's code deps in dvc.yaml are exactly
+the files its command imports, bytecode never enters a hash, and an edited module makes just its stages stale."""
+
+from __future__ import annotations
+
+import compileall
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import dvc
+from tests.pipeline.stage_imports import PIPELINES, ROOT, command_files
+
+
+def _code_deps(deps: list, prefix: str, base: Path) -> set[Path]:
+    """The study/ files a stage's deps name, folders expanded (as DVC hashes them, without bytecode)."""
+    files: set[Path] = set()
+    for dep in deps:
+        path = dep if isinstance(dep, str) else next(iter(dep))
+        if not path.startswith(prefix + "study"):
+            continue
+        target = (base / path).resolve()
+        files.update(target.rglob("*.py") if target.is_dir() else [target])
+    return files
+
+
+def _stages():
+    for name, prefix in PIPELINES.items():
+        path = ROOT / name
+        for stage, body in yaml.safe_load(path.read_text())["stages"].items():
+            yield pytest.param(path, prefix, stage, body, id=f"{name}:{stage}")
+
+
+@pytest.mark.parametrize("path, prefix, stage, body", list(_stages()))
+def test_a_stage_depends_on_exactly_the_code_it_runs(path, prefix, stage, body):
+    words = body["cmd"].split()
+    assert words[0] == "study", f"{stage}: its command is not a `study` command"
+    runs = command_files(words[1])
+    listed = _code_deps(body["deps"], prefix, path.parent)
+    missing = sorted(str(f.relative_to(ROOT)) for f in runs - listed)
+    extra = sorted(str(f.relative_to(ROOT)) for f in listed - runs)
+    fix = f"`python tests/pipeline/stage_imports.py {words[1]}` prints the list"
+    assert not missing, f"{path.name}, stage {stage}: imports files its deps do not list: {missing}; {fix}"
+    assert not extra, f"{path.name}, stage {stage}: lists code it never imports: {extra}; {fix}"
+
+
+def test_the_import_walk_sees_imports_inside_functions_and_skips_type_checking(tmp_path, monkeypatch):
+    from tests.pipeline.stage_imports import _imported_names
+
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from study.unused import X\n"
+              "def f():\n    from study.data import prepared\n    import study.core.io\n")
+    import ast
+
+    names = _imported_names(ast.parse(source), "study.core.entry")
+    assert {"study.data", "study.data.prepared", "study.core.io"} <= names
+    assert not any(n.startswith("study.unused") for n in names)
+
+
+def test_dvcignore_keeps_bytecode_and_caches_out_of_every_hash():
+    ignored = (ROOT / ".dvcignore").read_text().split()
+    assert {"__pycache__/", "*.py[cod]", ".pytest_cache/", ".ipynb_checkpoints/"} <= set(ignored)
+
+
+@pytest.mark.slow
+def test_bytecode_leaves_the_pipeline_clean_and_an_edit_stales_only_its_stages(smoke_study):
+    """After a full `dvc repro`: Python writing bytecode into the package changes nothing; a comment appended to
+    the distillation analysis's own module makes that stage stale and no other."""
+    assert "changed" not in dvc("status", cwd=smoke_study).stdout
+    compileall.compile_dir(str(smoke_study / "study"), quiet=1, force=True)
+    assert list((smoke_study / "study").rglob("*.pyc")), "compileall wrote no bytecode"
+    status = dvc("status", cwd=smoke_study).stdout
+    assert "changed" not in status, status
+    module = smoke_study / "study" / "analysis" / "agreement.py"
+    original = module.read_bytes()
+    try:
+        module.write_bytes(original + b"# an edit\n")
+        stale = {line.rstrip(":").strip() for line in dvc("status", cwd=smoke_study).stdout.splitlines()
+                 if line and not line.startswith(("\t", " "))}
+        assert stale == {"distillation"}, stale
+    finally:
+        module.write_bytes(original)
+        for cache in (smoke_study / "study").rglob("__pycache__"):
+            shutil.rmtree(cache)

@@ -1,0 +1,151 @@
+"""The notebooks run top to bottom on a finished study, and are committed without outputs.
+
+Why: notebooks rot silently — a renamed column or function breaks them without failing any unit test.
+Each notebook is executed against the smoke study's outputs (the ``smoke_study`` fixture) in a kernel
+of this very interpreter, so the notebooks' own checks run too (step-by-step ViT == ``model(x)``,
+recomputed CKA and attention distances == the stored CSVs). The four kernels run concurrently: most of
+each notebook's time is importing torch and timm, which overlaps well even on two cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+# Text each notebook prints only after its final consistency check passed.
+CHECKS = {
+    "01_vit_walkthrough": "step-by-step logits match model(x)",
+    "02_data_efficiency": "power-law curves reproduce the RMSE in reports/tables/curves/power_law.csv",
+    "03_representations": "live CKA matches reports/figures/cka",
+    "04_attention": "mean attention distance matches reports/figures/attention/attention_distance.csv",
+}
+MIN_FIGURES = 3
+KERNEL_PROBE = "import sys, study\nprint('KERNEL', sys.prefix, study.__file__)"
+
+
+def notebook_paths() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def test_expected_notebooks_exist():
+    assert {path.stem for path in notebook_paths()} >= set(CHECKS)
+
+
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
+def test_committed_notebook_has_no_outputs(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert code_cells
+    for cell in code_cells:
+        assert cell.outputs == [], f"{path.name}: strip outputs before committing"
+        assert cell.execution_count is None, f"{path.name}: strip execution counts before committing"
+
+
+def test_notebooks_label_fractions_exactly():
+    """A fraction of the data is printed exactly (0.005 -> "0.5%"), never rounded to whole percent ("0%")."""
+    from study.outputs.figure_style import percent_label
+
+    assert [percent_label(f) for f in (0.005, 0.07, 0.1, 1.0)] == ["0.5%", "7%", "10%", "100%"]
+    for path in notebook_paths():
+        for cell in nbformat.read(path, as_version=4).cells:
+            assert ":.0%" not in cell.source, f"{path.name}: label fractions with percent_label, not :.0%"
+
+
+def _first_code_cell(path: Path) -> str:
+    return next(cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code")
+
+
+def test_notebooks_share_one_root_cell():
+    assert len({_first_code_cell(path) for path in notebook_paths()}) == 1
+
+
+def test_root_cell_finds_project_from_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.delenv("STUDY_ROOT", raising=False)
+    monkeypatch.chdir(tmp_path / "notebooks")  # where Jupyter starts a notebook's kernel
+    namespace: dict = {}
+    exec(_first_code_cell(notebook_paths()[0]), namespace)
+    assert namespace["ROOT"] == tmp_path.resolve()
+
+
+def test_root_cell_asks_for_dvc_repro_without_reports(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUDY_ROOT", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"reports is missing: run `dvc repro` first"):
+        exec(_first_code_cell(notebook_paths()[0]), {})
+
+
+# --- execution against the smoke study ---------------------------------------------------------------
+
+
+def _kernelspec_dir(base: Path) -> Path:
+    """A Jupyter data dir whose ``python3`` kernel is this interpreter, whatever kernelspecs the user has."""
+    spec = base / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "study", "language": "python"}))
+    return base
+
+
+async def _execute(path: Path, project: Path) -> tuple[nbformat.NotebookNode, float, BaseException | None]:
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(KERNEL_PROBE))
+    client = NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(project)}})
+    tic = time.perf_counter()
+    try:
+        await client.async_execute()
+        error = None
+    except Exception as exc:  # reported by the notebook's own test, with the others still run
+        error = exc
+    return nb, time.perf_counter() - tic, error
+
+
+@pytest.fixture(scope="module")
+def executed(smoke_study: Path, tmp_path_factory) -> dict[str, tuple[nbformat.NotebookNode, float, BaseException | None]]:
+    """Every notebook executed (concurrently) against the smoke study: stem -> (notebook, seconds, error)."""
+    jupyter_dir = _kernelspec_dir(tmp_path_factory.mktemp("jupyter"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STUDY_ROOT", str(smoke_study))
+        patch.setenv("JUPYTER_PATH", str(jupyter_dir))  # searched before the user's and the system's dirs
+
+        async def run_all():
+            return await asyncio.gather(*(_execute(path, smoke_study) for path in notebook_paths()))
+
+        results = asyncio.run(run_all())
+    return {path.stem: result for path, result in zip(notebook_paths(), results)}
+
+
+def _texts(nb: nbformat.NotebookNode) -> str:
+    return "".join(out.get("text", "") for cell in nb.cells for out in cell.get("outputs", [])
+                   if out.get("output_type") == "stream")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
+def test_notebook_runs_on_smoke_study(path: Path, executed, smoke_study: Path):
+    nb, seconds, error = executed[path.stem]
+    if error is not None:
+        raise error
+    outputs = [out for cell in nb.cells for out in cell.get("outputs", [])]
+    assert not [out for out in outputs if out.get("output_type") == "error"]
+    probe = next(line for line in _texts(nb).splitlines() if line.startswith("KERNEL "))
+    _, prefix, study_file = probe.split(" ", 2)
+    assert Path(prefix) == Path(sys.prefix), "the kernel must run this test's interpreter"
+    assert Path(study_file).resolve().parents[1] in {ROOT, smoke_study.resolve()}
+    figures = sum("image/png" in out.get("data", {}) for out in outputs)
+    assert figures >= MIN_FIGURES, f"{path.name} drew {figures} figures"
+    if path.stem in CHECKS:
+        assert CHECKS[path.stem] in _texts(nb)
+    print(f"{path.name}: {seconds:.1f} s, {figures} figures")
