@@ -300,6 +300,7 @@ def _sigchld_ignored() -> bool:
 @pytest.fixture(autouse=True)
 def _children_keep_their_exit_status():
     """Fail the test that leaves SIGCHLD ignored: from then on every subprocess of pytest reports exit status 0,
-    and later tests that check one pass or fail at random (ray.init did this; CI of 8f8054f and 551c716)."""
+    and later tests that check one pass or fail at random. An in-process ray.init ignores SIGCHLD; the engine undoes
+    that (study.infra.engine.tasks.keep_exit_status), and a test that starts Ray any other way must too."""
     yield
     assert not _sigchld_ignored(), "this test left SIGCHLD ignored: subprocesses now always 'exit 0'"

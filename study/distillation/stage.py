@@ -1,7 +1,6 @@
 """Stage ``distillation``: what the teacher knew (train vs test top-1), whether each student agrees with it
 (DeiT, Touvron et al. 2021, Table 4), and how often the teacher's label of a student's training view differed
-from the true one (study.distillation.teacher_views): where it never did, hard distillation only repeats the labels.
-Runs trained before the trainer counted those views give an empty ``teacher_views`` table."""
+from the true one (study.distillation.teacher_views): where it never did, hard distillation only repeats the labels."""
 
 from __future__ import annotations
 

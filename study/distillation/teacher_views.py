@@ -18,21 +18,28 @@ from pathlib import Path
 
 import pandas as pd
 
+from study.core.errors import StudyError
 from study.stats.intervals import t_interval
 
+_VIEW_KEYS = {"teacher_views_seen", "teacher_views_disagreeing", "teacher_view_disagreement"}
 _RUN_COLUMNS = ["model", "fraction", "seed", "train_images", "views", "disagreeing", "disagreement"]
 _TABLE_COLUMNS = ["model", "fraction", "train_images", "seeds", "views", "disagreement_mean", "ci_low", "ci_high"]
 
 
 def teacher_view_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Per distilled run of ``runs`` (:func:`study.runs.table.collect_runs`), the teacher's view counts read
-    from its metrics.json. Other runs have no counts (no teacher, or trained before the counts were kept) and are
-    left out."""
+    from its metrics.json. A distilled run is one whose metrics.json records its ``distill`` settings; the
+    trainer writes the counts beside them, so a distilled run without them is refused. Other runs have no
+    teacher and are left out."""
     rows = []
     for run in runs.itertuples():
-        metrics = json.loads((Path(run.folder) / "metrics.json").read_text())
-        if "teacher_view_disagreement" not in metrics:
+        path = Path(run.folder) / "metrics.json"
+        metrics = json.loads(path.read_text())
+        if "distill" not in metrics:
             continue
+        if missing := sorted(_VIEW_KEYS - metrics.keys()):
+            raise StudyError(f"{path}: a distilled run without the teacher's view counts ({', '.join(missing)}), "
+                             "which the trainer writes for every distilled run; train the run again (`dvc repro`)")
         rows.append({"model": run.model, "fraction": run.fraction, "seed": run.seed,
                      "train_images": run.train_images, "views": metrics["teacher_views_seen"],
                      "disagreeing": metrics["teacher_views_disagreeing"],

@@ -21,6 +21,9 @@ far more on GPUs) from features whose batch mean has been subtracted first — H
 to that shift, and removing it keeps large post-ReLU means from swamping the float32 dot products.
 Everything after the Gram (zeroed diagonal, HSIC terms, sums over batches) is float64, because HSIC₁
 is a difference of large terms. ``study.infra.bench.cka`` measures the effect against an all-float64 reference.
+
+One module although over 300 lines: :func:`linear_cka` is the full-batch reference that :class:`MinibatchCKA` is
+checked against, and both are built from the same Gram and HSIC definitions above.
 """
 
 from __future__ import annotations

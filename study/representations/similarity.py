@@ -30,6 +30,10 @@ layer after the embedding to the output is interpolated linearly onto ``DEPTH_GR
 and averaged, so every stretch of depth weighs the same whatever the layer count; per-layer tables keep the
 embedding. ViT-vs-ResNet CKA at matched depth reads the layer × layer matrix, interpolated bilinearly, along
 the diagonal of relative depth; its depth mean takes the grid points past both models' embeddings.
+
+One module although over 300 lines: the depth rules, the one pass over the images and the summaries over seeds
+each apply the definitions above (relative depth, the embedding left out, the seed pairing, the noise and chance
+levels), which a split would separate from the code that implements them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The budget check (issue 34): its params, the longer runs' budget, the verdict rule, the stage and its sentences."""
+"""The budget check (is a run's top-1 a property of the model and the data, or of its budget?): its params, the
+longer runs' budget, the verdict rule, the stage and its sentences."""
 
 from __future__ import annotations
 
@@ -268,7 +269,7 @@ def test_an_undetermined_cell_says_what_settling_it_would_cost():
     assert next(s for s in sentences if s.startswith("more: ")).endswith(
         "no number of seeds would show it converged, its mean change being beyond ±1 point.")
     assert any(s.startswith("The seeds projected for an undetermined cell") for s in sentences)
-    # a table written before the projection existed is worded without it
+    # a table without the projection (reports/check_4pct's committed one) is worded without it
     old = budget_check_sentences(cells.drop(columns="seeds_to_converge"))
     assert next(s for s in old if s.startswith("wide: ")).endswith(": undetermined.")
     assert not any("projected" in s for s in old)
@@ -474,7 +475,7 @@ def test_the_committed_4pct_check_follows_from_its_run_pairs_and_shares_the_defa
     pairs, cells = pd.read_csv(folder / "runs.csv"), pd.read_csv(folder / "budget_check.csv")
     assert sorted(set(pairs["seed"])) == list(params.check_seeds) and len(pairs) == 3 * len(params.check_seeds)
     again = B.budget_check_table(pairs, params.analysis.curves.confidence, params.budget_check.tolerance)
-    # the committed table predates the projection column: every column it has must follow
+    # the committed table has no projection column: every column it has must follow
     pd.testing.assert_frame_equal(again[list(cells.columns)], cells, check_dtype=False, rtol=1e-6)
     # the projection quoted in docs/gpu/README.md: seeds that would show the ViTs converged if the 10 held
     assert again.set_index("model")["seeds_to_converge"].to_dict() == {"resnet": 5.0, "vit": 28.0, "deit": 19.0}

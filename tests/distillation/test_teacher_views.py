@@ -1,5 +1,6 @@
-"""The teacher's labels of the student's training views (issue 34): counted by the distillation loss with known
-answers, written to a distilled run's metrics and history, carried through a kill and resume, and tabulated."""
+"""The teacher's labels of the student's training views, which tell where hard distillation can only repeat the
+true labels: counted by the distillation loss with known answers, written to a distilled run's metrics and
+history, carried through a kill and resume, and tabulated."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
+import yaml
 
 from study.distillation.teacher_views import teacher_view_runs, teacher_view_table
 from study.core.cli import main
@@ -100,7 +102,7 @@ def test_only_a_distilled_runs_resume_state_holds_the_counts(tmp_path):
 
 
 def test_a_distilled_resume_state_without_counts_is_discarded(tmp_path, capsys):
-    """A state written before the counts were kept: resuming from it would count only the views after the resume."""
+    """A distilled run's state without counts cannot be resumed: the counts would cover only the views after it."""
     path, model, optimizer = _state(tmp_path, None)
     state = load_resume(path, "fp", model, optimizer, "cpu", teacher_views=True)
     assert state["step"] == 0 and state["teacher_views"] == [0, 0]
@@ -166,7 +168,8 @@ def test_table_gives_mean_and_t_interval_over_seeds_per_model_and_fraction(tmp_p
         for seed, share in enumerate(values):
             folder = tmp_path / f"{model}_{fraction}_{seed}"
             folder.mkdir()
-            metrics = {} if share is None else {"teacher_views_seen": 1000, "teacher_view_disagreement": share,
+            metrics = {} if share is None else {"distill": DISTILL, "teacher_views_seen": 1000,
+                                                "teacher_view_disagreement": share,
                                                 "teacher_views_disagreeing": round(1000 * share)}
             (folder / "metrics.json").write_text(json.dumps(metrics))
             rows.append({"model": model, "fraction": fraction, "seed": seed, "train_images": 570, "folder": folder})
@@ -185,12 +188,13 @@ def test_table_gives_mean_and_t_interval_over_seeds_per_model_and_fraction(tmp_p
 # --- the distillation stage and the report's sentences -------------------------------------------------------
 
 VIEWS_SEEN = 6400  # views each distilled run labelled
+DISTILL = {"kind": "hard", "teacher": "resnet", "alpha": 0.5, "tau": 1.0, "kl_reduction": "batchmean"}
 DISAGREEING = {0.5: [0, 0, 0], 1.0: [64, 128, 192]}  # per fraction, per seed: shares 0 and 0.01, 0.02, 0.03
 
 
-def _study_runs(folder, counts: bool):
+def _study_runs(folder, counts: bool = True):
     """The smoke study's runs (resnet, vit and deit at 0.5 and 1.0, 3 seeds) with predictions; the distilled runs
-    with the teacher's view counts of :data:`DISAGREEING` when ``counts``, else as runs trained before them."""
+    (deit) with the teacher's view counts of :data:`DISAGREEING`, or without them unless ``counts``."""
     from tests.budget_check.test_budget_check import _write_run
 
     rng = np.random.default_rng(0)
@@ -200,23 +204,22 @@ def _study_runs(folder, counts: bool):
                 run = folder / model / f"f{fraction}_s{seed}"
                 _write_run(run, model, fraction, seed, 0.8, 101)
                 np.save(run / "predictions.npy", rng.integers(0, 10, (3 if model == "deit" else 1, 40)))
-                if counts and model == "deit":
-                    metrics = json.loads((run / "metrics.json").read_text())
-                    metrics |= {"teacher_views_seen": VIEWS_SEEN, "teacher_views_disagreeing": n,
-                                "teacher_view_disagreement": round(n / VIEWS_SEEN, 6)}
+                if model == "deit":
+                    metrics = json.loads((run / "metrics.json").read_text()) | {"distill": DISTILL}
+                    if counts:
+                        metrics |= {"teacher_views_seen": VIEWS_SEEN, "teacher_views_disagreeing": n,
+                                    "teacher_view_disagreement": round(n / VIEWS_SEEN, 6)}
                     (run / "metrics.json").write_text(json.dumps(metrics))
     return folder
 
 
-def test_the_distillation_stage_tabulates_the_views_and_old_runs_give_an_empty_table(tmp_path):
+def test_the_distillation_stage_tabulates_the_views(tmp_path):
     from study.core.config import parse_params
     import study.distillation.stage as stage
     from tests.budget_check.test_budget_check import SMOKE
 
-    params = parse_params(SMOKE)
-    for counts in (True, False):
-        stage.run(params, _study_runs(tmp_path / f"runs_{counts}", counts), tmp_path / f"tables_{counts}")
-    new, old = tmp_path / "tables_True", tmp_path / "tables_False"
+    new = tmp_path / "tables"
+    stage.run(parse_params(SMOKE), _study_runs(tmp_path / "runs"), new)
     table = pd.read_csv(new / "teacher_views.csv").set_index("fraction")
     assert list(table["model"]) == ["deit", "deit"] and (table["seeds"] == 3).all()
     assert (table["views"] == 3 * VIEWS_SEEN).all()
@@ -225,13 +228,21 @@ def test_the_distillation_stage_tabulates_the_views_and_old_runs_give_an_empty_t
     assert table.loc[1.0, ["disagreement_mean", "ci_low", "ci_high"]].tolist() == \
         pytest.approx([0.02, 0.02 - half, 0.02 + half])
     assert "\\toprule" in (new / "teacher_views.tex").read_text()
-    # Runs without the counts: the same tables as before the counts were kept, plus an empty one with its header.
-    assert sorted(p.name for p in new.iterdir()) == sorted(p.name for p in old.iterdir())
-    empty = pd.read_csv(old / "teacher_views.csv")
-    assert empty.empty and list(empty.columns) == list(pd.read_csv(new / "teacher_views.csv").columns)
-    for path in old.iterdir():
-        if not path.stem == "teacher_views":
-            assert path.read_bytes() == (new / path.name).read_bytes(), path.name
+
+
+def test_a_distilled_run_without_the_view_counts_is_one_line(tmp_path, capsys):
+    """The trainer writes the counts for every distilled run, so a distilled run without them was not trained by
+    it: refused with one line naming the run, rather than tabulated as if it had no teacher."""
+    from tests.budget_check.test_budget_check import SMOKE
+
+    runs = _study_runs(tmp_path / "runs", counts=False)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(SMOKE))
+    assert main(["distillation", "--params", str(tmp_path / "params.yaml"), "--runs", str(runs),
+                 "--tables", str(tmp_path / "tables")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and error.count("\n") == 1
+    assert "deit/f0.5_s0/metrics.json: a distilled run without the teacher's view counts" in error
+    assert not (tmp_path / "tables").exists()
 
 
 def test_the_report_words_the_views_and_where_hard_distillation_only_repeats_the_labels(tmp_path):

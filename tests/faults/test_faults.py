@@ -1,4 +1,4 @@
-"""Fault drill (issue 18): kills, damaged files, crafted pickles, a full disk, bad inputs, two repros at once.
+"""Fault drill: kills, damaged files, crafted pickles, a full disk, bad inputs, two repros at once.
 
 Every case ends in a one-line error (``error: ...`` and exit status 2 through the CLI) naming the problem
 and the fix, or in a recovery whose results equal an uninterrupted run's; and nothing finished is lost or
@@ -658,8 +658,8 @@ def test_a_second_repro_in_the_same_workspace_refuses_and_corrupts_nothing(smoke
     assert first.returncode == 0, first_output[-3000:]
     # DVC releases its repo lock while a stage's command runs; the stage's read/write locks on its paths
     # then stop the second at the first stage whose outputs the first one's stage reads.
-    # (CI of 8f8054f and 551c716 saw this refusal exit 0, and the SIGKILLed repro of the test above exit 0: an
-    # earlier test's in-process Ray instance had left SIGCHLD ignored in pytest; study.infra.engine now undoes that.)
+    # Its exit status is checked as well as its words: with SIGCHLD left ignored in pytest (an in-process Ray
+    # instance sets that; conftest's _children_keep_their_exit_status) this refusal would read as exit 0.
     refusal = second.stdout + second.stderr
     assert second.returncode != 0, refusal
     assert "Running stage" not in refusal, refusal

@@ -1,4 +1,4 @@
-"""``study run`` (issue 16): the DVC pipeline with independent stages as Ray tasks, recorded by DVC.
+"""``study run``: the DVC pipeline with independent stages as Ray tasks, recorded by DVC.
 
 The fast tests cover the engine's logic without a cluster: the schedule (what may start, what a failure
 skips), the resources and threads each stage gets, the ``engine`` params section, the threads override,

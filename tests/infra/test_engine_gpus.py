@@ -1,4 +1,4 @@
-"""The engine's GPU scheduling (issue 26, part 3), on a CPU-only Ray instance with logical GPUs.
+"""The engine's GPU scheduling, on a CPU-only Ray instance with logical GPUs.
 
 Ray's GPUs are logical resources: ``ray.init(num_gpus=2)`` on a machine without one schedules by GPU shares
 and sets CUDA_VISIBLE_DEVICES all the same. So the engine's own path (``Cluster.submit`` of a stage's

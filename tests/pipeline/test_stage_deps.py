@@ -1,5 +1,6 @@
-"""DVC sees every line a stage runs, and nothing else (issue 30): each stage's code deps in dvc.yaml are exactly
-the files its command imports, bytecode never enters a hash, and an edited module makes just its stages stale."""
+"""DVC sees every line a stage runs, and nothing else, so that an edit reruns exactly the stages it can change:
+each stage's code deps in dvc.yaml are exactly the files its command imports, bytecode never enters a hash, and
+an edited module makes just its stages stale."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The scrambled data condition as a study dimension (issue 32): a model entry with ``scramble`` trains, validates
-and is tested on scrambled images, records the scramble in its run spec, and every analysis feeds it its images
-through the same scramble."""
+"""The scrambled data condition as a study dimension (the test of which models rely on the pixel grid): a model
+entry with ``scramble`` trains, validates and is tested on scrambled images, records the scramble in its run
+spec, and every analysis feeds it its images through the same scramble."""
 
 from __future__ import annotations
 

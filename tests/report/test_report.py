@@ -23,7 +23,7 @@ STUDIES = {"default": ROOT / "reports", "quick": ROOT / "reports" / "quick", "pr
            "distillation": ROOT / "reports" / "distillation",
            "distillation_soft": ROOT / "reports" / "distillation_soft",
            "small_data": ROOT / "reports" / "small_data", "priors_10pct": ROOT / "reports" / "priors_10pct"}
-SETUP_TABLES = ("models", "budgets", "compute", "deit_heads")  # those the report stage wrote before issue 30
+SETUP_TABLES = ("models", "budgets", "compute", "deit_heads")  # committed with each report; must re-render exactly
 
 
 def sha256(path: Path) -> str:
@@ -124,22 +124,22 @@ def test_distillation_sentences_carry_the_equivalence_bound_of_a_null_agreement_
 
 def _metrics(run) -> dict:
     """A run's metrics.json, rebuilt from its row of the committed run table (collect_runs reads it back)."""
-    optional = {k: getattr(run, k) for k in ("train_top1", "test_top1_cls", "test_top1_dist")
-                if not pd.isna(getattr(run, k))}
+    optional = {k: getattr(run, k) for k in ("test_top1_cls", "test_top1_dist") if not pd.isna(getattr(run, k))}
     return {
         "model": run.model, "arch": run.arch, "fraction": run.fraction, "seed": run.seed,
         "budget": {"train_images": run.train_images, "steps": run.steps, "images_seen": run.images_seen,
                    "epochs": run.epochs, "convention": run.convention, "source": run.budget_source},
         "convergence": {"still_improving": bool(run.under_trained)},
-        "test_top1": run.test_top1, "test_loss": run.test_loss, "val_top1": run.val_top1, **optional,
+        "test_top1": run.test_top1, "test_loss": run.test_loss, "val_top1": run.val_top1,
+        "train_top1": run.train_top1, **optional,
         "params": run.params, "train_flops": run.train_flops, "teacher_flops": run.teacher_flops,
         "train_seconds": run.train_seconds, "throughput_images_per_s": run.throughput, "device": run.device,
     }
 
 
 def _distill_as_list(params_text: str) -> str:
-    """``params_text`` with a ``distill`` mapping, as params were written before ``distill`` became a list, in
-    today's form (one-entry list); comments and every other line unchanged."""
+    """``params_text`` with a ``distill`` mapping (the committed quick and distillation reports' params hold one)
+    as the one-entry list the params take; comments and every other line unchanged."""
     block = re.search(r"^distill:[ \t]*(#[^\n]*)?\n((?:  [^\n]*\n)+)", params_text, re.M)
     flow = re.search(r"^distill: (\{[^}\n]*\})", params_text, re.M)
     if flow:
@@ -197,7 +197,7 @@ def test_the_committed_report_re_renders_from_its_tables_up_to_its_provenance(re
     assert before((project / "reports" / "report.md").read_text()) == before((committed / "report.md").read_text())
     assert json.loads((project / "reports" / "metrics.json").read_text()) == \
         json.loads((committed / "metrics.json").read_text())
-    for stem in SETUP_TABLES:  # computed in study.analysis now, byte for byte what the report layer wrote
+    for stem in SETUP_TABLES:  # recomputed from the runs (study.report.setup), byte for byte the committed ones
         for suffix in (".csv", ".tex"):
             name = f"{stem}{suffix}"
             assert (project / "reports/tables/setup" / name).read_bytes() == (committed / "tables/setup" / name).read_bytes()

@@ -1,4 +1,4 @@
-"""The robustness analysis (issue 31): parameters rejected with one line, statistics on synthetic tables whose
+"""The robustness analysis: parameters rejected with one line, statistics on synthetic tables whose
 answers are known by construction, scoring that does not depend on batching, and the stage end to end (on
 untrained models here, fast; on the smoke study's trained runs, slow)."""
 
@@ -114,7 +114,7 @@ def test_every_preset_probes_the_vits_patch_grid():
 
 
 def test_without_a_robustness_section_the_grid_is_the_vits_patch_grid():
-    # Parameter files written before the probes (the committed reports' provenance) still validate.
+    # The section is optional: without it every probe takes its default, the grids following the ViT's patches.
     raw = copy.deepcopy(QUICK)
     del raw["analysis"]["robustness"]
     assert occlusion_grid(validated(raw)) == 4

@@ -132,7 +132,8 @@ def test_ranking_alone_never_claims_a_winner():
 
 
 def test_noisy_sign_changes_are_listed_but_no_crossing_is_claimed():
-    # The mean gap alternates in sign around zero with noise larger than it: the old rule reported a crossing.
+    # The mean gap alternates in sign around zero with noise larger than it: a rule reading the means' signs
+    # alone would report a crossing.
     wiggle = {0.01: -0.004, 0.03: 0.004, 0.1: -0.004, 0.3: 0.004, 1.0: -0.004}
     gaps = paired_gaps(synthetic_runs(lambda f: wiggle[f], seeds=4, noise=0.0005, rng_seed=5), [("a", "b")], 0.95)
     gaps["gap_mean"] = gaps["fraction"].map(wiggle)  # pin the means' signs; keep the wide noise intervals

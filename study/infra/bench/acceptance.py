@@ -43,8 +43,9 @@ from study.outputs.tables import markdown_table
 
 STEPS = ("bench", "bench-presets", "profile", "default-study", "gpu-preset")
 BENCH_STEPS, PROFILE_STEP, STUDY_STEPS = STEPS[:2], STEPS[2], STEPS[3:]
-# The headline models and their targets (issue 26): MFU against the measured bf16 peak, and img/s against the
-# usual DataLoader recipe in the same run; the default study end to end.
+# The headline models and the targets the GPU acceptance checks (docs/gpu/README.md, "The targets"): MFU
+# against the measured bf16 peak, and img/s against the usual DataLoader recipe in the same run; the default
+# study end to end.
 HEADLINE_SHAPE = Shape(image_size=32, in_chans=3, num_classes=10)
 HEADLINE = (BenchModel("ResNet-18 (3x3 stem)", "resnet18"), BenchModel("ViT-Tiny/4", "vit"))
 MFU_TARGET = {"ResNet-18 (3x3 stem)": 0.35, "ViT-Tiny/4": 0.25}

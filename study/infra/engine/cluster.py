@@ -22,8 +22,8 @@ _CONNECT_TIMEOUT = 5.0
 # The local instance moves only file paths and one-line results, so a small object store suffices
 # (Ray's default takes 30% of the machine's memory).
 _OBJECT_STORE_BYTES = 128 * 1024**2
-# A busy machine can make Ray's local start fail (its raylet waits only 15 s for the dashboard agent,
-# ray-project/ray#65983); a second try usually succeeds.
+# A busy machine can make Ray's local start fail (its raylet waits only 15 s for the dashboard agent, a known
+# Ray bug: https://github.com/ray-project/ray/issues/65983); a second try usually succeeds.
 _START_ATTEMPTS = 2
 
 

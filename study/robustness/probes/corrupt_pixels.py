@@ -53,8 +53,9 @@ MUD_COLOUR = (63 / 255, 42 / 255, 20 / 255)
 STAIN_EDGE = 0.8
 
 
-def gaussian_blur(x: Tensor, sigma: float, border: str = "replicate") -> Tensor:
-    """Gaussian blur with a kernel of radius ⌈3σ⌉ (99.7% of the mass). ``replicate`` matches
+def gaussian_filter(x: Tensor, sigma: float, border: str = "replicate") -> Tensor:
+    """Gaussian blur of standard deviation ``sigma`` px, with a kernel of radius ⌈3σ⌉ (99.7% of the mass): the
+    filter the corruptions build on (the corruption ``gaussian_blur`` takes a severity). ``replicate`` matches
     scikit-image's default ``mode='nearest'``, used by the reference code."""
     size = 2 * math.ceil(3.0 * sigma) + 1
     return kornia.filters.gaussian_blur2d(x, (size, size), (sigma, sigma), border_type=border)
@@ -142,8 +143,8 @@ def spatter(x: Tensor, severity: int, rng: ImageStreams) -> Tensor:
     the image becomes ``x·(1 − m) + mud·m``. Higher severities blur the noise less, so more blobs."""
     mean, spread, sigma_liquid, threshold, sigma_mask = SPATTER[severity - 1]
     liquid = mean + spread * rng.randn(1, *x.shape[2:])  # (N, 1, H, W), one layer for all channels
-    liquid = gaussian_blur(liquid, sigma_liquid, border="reflect")
-    stain = gaussian_blur((liquid > threshold).to(x.dtype), sigma_mask, border="reflect")
+    liquid = gaussian_filter(liquid, sigma_liquid, border="reflect")
+    stain = gaussian_filter((liquid > threshold).to(x.dtype), sigma_mask, border="reflect")
     stain = torch.where(stain >= STAIN_EDGE, stain, torch.zeros_like(stain))  # (N, 1, H, W)
     mud = torch.tensor(MUD_GREY if x.shape[1] == 1 else MUD_COLOUR, dtype=x.dtype, device=x.device)
     if mud.numel() != x.shape[1]:

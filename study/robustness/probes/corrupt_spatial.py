@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from study.robustness.probes.corrupt_pixels import gaussian_blur as _blur
+from study.robustness.probes.corrupt_pixels import gaussian_filter
 from study.robustness.probes.shift import translation
 from study.robustness.probes.streams import ImageStreams
 
@@ -61,7 +61,7 @@ ZIGZAG_DROP = 5  # the axis's right end lies up to 5 px above or 4 px below its 
 
 def gaussian_blur(x: Tensor, severity: int, rng: ImageStreams) -> Tensor:
     """Gaussian blur of standard deviation σ px (H&D)."""
-    return _blur(x, GAUSSIAN_BLUR[severity - 1])
+    return gaussian_filter(x, GAUSSIAN_BLUR[severity - 1])
 
 
 def glass_blur(x: Tensor, severity: int, rng: ImageStreams) -> Tensor:
@@ -77,7 +77,7 @@ def glass_blur(x: Tensor, severity: int, rng: ImageStreams) -> Tensor:
     uniforms = rng.rand(GLASS_PASSES, 3, height, width)  # (N, P, 3, H, W): row and column offset, move
     rows = torch.arange(height, device=x.device).view(1, height, 1)
     cols = torch.arange(width, device=x.device).view(1, 1, width)
-    x = _blur(x, sigma)
+    x = gaussian_filter(x, sigma)
     for index in range(passes):
         # uniforms in [0, 1) -> integer offsets in [−delta, delta], the same draws at every severity
         offset = (uniforms[:, index, :2] * (2 * delta + 1)).floor().long() - delta  # (N, 2, H, W)
@@ -87,7 +87,7 @@ def glass_blur(x: Tensor, severity: int, rng: ImageStreams) -> Tensor:
         source = (source_rows * width + source_cols).view(count, 1, height * width)  # (N, 1, H·W)
         # (N, C, H, W) -> (N, C, H·W), gathered at each pixel's source, -> (N, C, H, W)
         x = x.flatten(2).gather(2, source.expand(count, channels, -1)).view(count, channels, height, width)
-    return _blur(x, sigma)
+    return gaussian_filter(x, sigma)
 
 
 def motion_blur(x: Tensor, severity: int, rng: ImageStreams) -> Tensor:
