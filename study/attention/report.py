@@ -1,4 +1,5 @@
-"""The report's sentences about attention: how local the first block's heads become, and against what.
+"""The report's sentences about attention: how local the first block's heads become, and against what; the
+attention section and the caveat its per-head table warrants among the limitations.
 
 Read from the ``attention`` stage's ``attention_layers``, ``attention_contrasts`` and
 ``attention_model_contrasts`` tables. Every distance stands beside uniform attention and the same model at
@@ -7,14 +8,21 @@ interval (computed by the stage) excludes zero, a null result carries the differ
 with fewer than ``min_seeds`` seeds nothing is inferred. Whether one model is more local than another is read
 from their direct contrast (:func:`model_contrast_sentences`), never from one model's significant change beside
 the other's non-significant one.
+
+A study whose stages wrote no ``attention_layers`` has no attention part in the report (:data:`FINDINGS`,
+:data:`SECTION`, :data:`LIMITATIONS`).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from study.stats.intervals import MIN_SEEDS
+from study import attention
+from study.outputs.tables import markdown_table
 from study.report.format import interval, no_detectable, no_inference, percent, plural, reference_data, share
+from study.report.section import Part, Sources, figure
+from study.stats.intervals import MIN_SEEDS
 
 
 def attention_findings(layers: pd.DataFrame | None, contrasts: pd.DataFrame | None,
@@ -120,3 +128,45 @@ def _model_clause(r, a: str, largest: float, min_seeds: int) -> str:
         direction = "closer (more local)" if r.difference < 0 else "farther (less local)"
         return f"{where} {a} is {abs(r.difference):.2f} px {direction} ({ci})"
     return f"{where} " + no_detectable("difference", value, ci, r.equivalence_bound, 2, unit=" px")
+
+
+def head_limitations(heads: pd.DataFrame) -> list[str]:
+    """The caveat of per-head intervals (``heads``: ``attention_heads``): heads have no identity across seeds."""
+    if heads.empty or int(np.nanmax(heads["seeds"])) <= 1:
+        return []
+    return ["Attention heads have no identity across seeds, so per-head intervals are over each seed's k-th most "
+            "local head, not over a fixed head."]
+
+
+def _table(sources: Sources, name: str) -> pd.DataFrame:
+    return sources.table(attention.FOLDER, name)
+
+
+def _findings(sources: Sources) -> list[str]:
+    return [*attention_findings(_table(sources, attention.LAYERS), _table(sources, attention.CONTRASTS)),
+            *model_contrast_sentences(_table(sources, attention.MODEL_CONTRASTS))]
+
+
+def _section(sources: Sources) -> list[str]:
+    lines = ["## Attention", "",
+             sources.figure(attention.FOLDER, attention.DISTANCE, "Mean attention distance per head against depth, "
+                            "trained and at initialisation; dashed: uniform attention."), ""]
+    layers = _table(sources, attention.LAYERS)
+    if not layers.empty:
+        lines += ["Per layer: the most local head (mean over seeds of each seed's smallest head distance, px), heads "
+                  "below 0.75× the uniform distance, and mean attention entropy (nats), trained and at "
+                  "initialisation:", "",
+                  markdown_table(layers[["model", "state", "fraction", "layer", "seeds", "most_local_distance",
+                                         "most_local_ci_low", "most_local_ci_high", "mean_distance", "local_heads",
+                                         "mean_entropy", "uniform_distance", "uniform_entropy"]], 2), ""]
+    for png in sources.figures_starting(attention.FOLDER, attention.MAPS_FIGURE):
+        lines += [figure(png, sources.report_dir, png.stem.replace("_", " ")), ""]
+    return lines
+
+
+_NEEDS = tuple((attention.FOLDER, name) for name in (attention.LAYERS, attention.CONTRASTS,
+                                                      attention.MODEL_CONTRASTS))
+FINDINGS = Part(_findings, needs=_NEEDS)
+SECTION = Part(_section, needs=_NEEDS)
+LIMITATIONS = Part(lambda sources: head_limitations(_table(sources, attention.HEADS)),
+                   needs=((attention.FOLDER, attention.HEADS),))

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from study import attention, priors
 from study.core import runtime
 from study.attention import study as A
 from study.priors import gates as G
@@ -77,7 +78,7 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     gate_summary = G.gate_summary(gates, conf).assign(train_images=lambda d: d["fraction"].map(sizes))
     with atomic_dir(figures) as tmp:
         save_figure(attention_distance_plot(shown_states, columns="condition", local_share=share),
-                    tmp / "attention_distance", shown_states)
+                    tmp / attention.DISTANCE, shown_states)
         for (name, _, fraction, seed), (model, spec) in trained.items():
             if fraction != full or seed != a.seed:
                 continue
@@ -93,39 +94,42 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
                     what = "" if spec.scramble is None else " (on the scrambled images it sees)"
                     fig.suptitle(f"{name} ({100 * fraction:g}% of the data, seed {seed}): {token}-token attention, "
                                  f"{block} block, and rollout{what}")
-                    save_figure(fig, tmp / f"attention_maps_{name}_{token}_{block}",
+                    save_figure(fig, tmp / f"{attention.MAPS_FIGURE}_{name}_{token}_{block}",
                                 attention_maps_frame(m[block], m["rollout"], titles))
         if not gates.empty:
-            save_figure(gates_figure(gate_summary), tmp / "gates", gate_summary)
+            save_figure(gates_figure(gate_summary), tmp / priors.GATES, gate_summary)
     with atomic_dir(tables) as tmp:
-        write_table(heads, tmp / "attention_heads_seeds",
+        write_table(heads, tmp / attention.HEADS_SEEDS,
                     "Mean attention distance (px) and entropy (nats) of every head, per run; state init = the "
                     "run's seed before training (fraction --).", 3)
-        write_table(A.head_table(heads, conf), tmp / "attention_heads",
+        write_table(A.head_table(heads, conf), tmp / attention.HEADS,
                     f"Per layer, the k-th most local head (rank 0 = most local within each seed): distance "
                     f"mean and {pct} t-interval over seeds, mean entropy; uniform-attention references.", 3)
-        write_table(A.layer_table(layers, conf), tmp / "attention_layers",
+        write_table(A.layer_table(layers, conf), tmp / attention.LAYERS,
                     f"Per layer over seeds: most local head per seed, its distance (mean, {pct} t-interval), "
                     f"mean distance over heads (mean, {pct} t-interval), heads below {share:g} x uniform distance "
                     f"(mean), mean entropy ({pct} t-interval).", 3)
-        write_table(A.contrasts(layers, conf), tmp / "attention_contrasts",
+        write_table(A.contrasts(layers, conf), tmp / attention.CONTRASTS,
                     "Most-local-head distance at full data minus initialisation / minus the smallest fraction, "
                     "paired by seed; intervals Holm-adjusted over each model's contrasts; equivalence bound where "
                     "an interval includes 0.", 3)
-        write_table(A.model_contrasts(layers, pairs, conf), tmp / "attention_model_contrasts",
+        write_table(A.model_contrasts(layers, pairs, conf), tmp / attention.MODEL_CONTRASTS,
                     f"One model's attention distance minus another's (most local head; mean over heads) per state, "
                     f"fraction and layer, paired by seed: mean, {pct} t-interval, and the interval Holm-adjusted over "
                     "each pair and measure; equivalence bound where it includes 0.", 3)
         if not gates.empty:
-            write_table(gates, tmp / "gates_runs", "ConViT: the gate σ(λ) of every GPSA block and head per run (the "
+            write_table(gates, tmp / priors.GATES_RUNS,
+                        "ConViT: the gate σ(λ) of every GPSA block and head per run (the "
                         "weight on positional attention; σ(1) = 0.731 at initialisation).", 4)
-            write_table(gate_summary, tmp / "gates", f"ConViT: head-mean gate per block and fraction, mean and {pct} "
+            write_table(gate_summary, tmp / priors.GATES,
+                        f"ConViT: head-mean gate per block and fraction, mean and {pct} "
                         "t-interval over seeds.", 4)
-            write_table(G.gate_contrasts(gates, conf), tmp / "gate_contrasts", "ConViT: head-mean gate at the largest "
+            write_table(G.gate_contrasts(gates, conf), tmp / priors.GATE_CONTRASTS,
+                        "ConViT: head-mean gate at the largest "
                         "fraction minus the smallest, per block, paired by seed; intervals Holm-adjusted across a "
                         "model's blocks; negative = the gates open (less positional); equivalence bound where an "
                         "interval includes 0.", 4)
-        write_table(per_layer, tmp / "attention_distance",
+        write_table(per_layer, tmp / attention.DISTANCE,
                     "Mean attention distance (pixels) per layer, averaged over heads and seeds (trained models).", 2)
     return (f"attention: {len(trained)} ViT-family runs + {len(initial)} initialisations, distances over "
             f"{len(images)} test images in {time.perf_counter() - tic:.0f}s -> {figures}, {tables}")

@@ -1,4 +1,5 @@
-"""The report's sentences about the budget check: convergence shown by training longer, not inferred from a curve.
+"""The report's sentences about the budget check: convergence shown by training longer, not inferred from a curve;
+and its section, the figure and per-cell table.
 
 Read from the ``budget_check`` stage's per-cell table (``reports/tables/budget_check/budget_check.csv``,
 :mod:`study.budget_check.check`), worded by its verdicts and nothing else:
@@ -9,6 +10,10 @@ Read from the ``budget_check`` stage's per-cell table (``reports/tables/budget_c
 - for an undetermined cell, what settling it would cost: the projected seeds of
   :func:`study.budget_check.check.seeds_to_converge`, named as the projection it is;
 - the last-quarter flag, named as the cheap screen it is, counted beside the check.
+
+A study without a budget check has no such table, and the report no such part (:data:`FINDINGS`, :data:`SECTION`).
+The projection (column ``seeds_to_converge``) is absent from the budget-check tables of the committed preset studies
+(all but the default study's); there the sentences and the table leave it out.
 """
 
 from __future__ import annotations
@@ -17,8 +22,11 @@ import math
 
 import pandas as pd
 
-from study.stats.intervals import MIN_SEEDS
+from study import budget_check
+from study.outputs.tables import markdown_table
 from study.report.format import images, interval, no_inference, percent, plural, points
+from study.report.section import Part, Sources
+from study.stats.intervals import MIN_SEEDS
 
 
 def budget_check_sentences(cells: pd.DataFrame | None) -> list[str]:
@@ -75,8 +83,8 @@ def _cell(r, factor: float) -> str:
 
 
 def _projection(r) -> str:
-    """What settling an undetermined cell would take (column ``seeds_to_converge``; tables written before it
-    existed have none, and say nothing)."""
+    """What settling an undetermined cell would take (column ``seeds_to_converge``; nothing where the table has
+    no such column)."""
     n = getattr(r, "seeds_to_converge", math.nan)
     if r.verdict != "undetermined" or math.isnan(n):
         return ""
@@ -86,3 +94,36 @@ def _projection(r) -> str:
                     f"±{100 * r.tolerance:g} point{'' if 100 * r.tolerance == 1 else 's'}")
         return "; more than 1,000 seeds would be needed to show it converged (projection)"
     return f"; about {int(n)} seeds would show it converged if its mean and SD held (projection)"
+
+
+def _cells(sources: Sources) -> pd.DataFrame:
+    return sources.table(budget_check.FOLDER, budget_check.CELLS)
+
+
+def _section(sources: Sources) -> list[str]:
+    """The budget check's figure and per-cell table, below the data-efficiency curves whose runs it trains again;
+    nothing where the check paired no runs."""
+    cells = _cells(sources)
+    if cells.empty:
+        return []
+    projected = "seeds_to_converge" in cells
+    return ["## Budget check", "",
+            sources.figure(budget_check.FOLDER, budget_check.FIGURE,
+                           "Change of test top-1 with a longer budget (longer − study's run, paired by seed) per model "
+                           "and checked fraction: thin bars t-intervals, thick bars Holm-adjusted; grey: the tolerance "
+                           "band; filled where a verdict (converged or budget-bound) was reached."), "",
+            "Per model and checked fraction: steps and mean test top-1 at both budgets, the mean change with its "
+            "Holm-adjusted interval, the verdict, "
+            + ("the seeds that would show the cell converged if its mean and SD held (a projection; inf: none "
+               "would), " if projected else "")
+            + "and the runs the last-quarter screen flagged as still improving:",
+            "",
+            markdown_table(cells[[c for c in _COLUMNS if c in cells]]), ""]
+
+
+_COLUMNS = ("model", "fraction", "train_images", "seeds", "steps_1x", "steps_2x", "top1_1x_mean", "top1_2x_mean",
+            "delta_mean", "adj_ci_low", "adj_ci_high", "verdict", "seeds_to_converge", "still_improving_1x",
+            "still_improving_2x")
+_NEEDS = ((budget_check.FOLDER, budget_check.CELLS),)
+FINDINGS = Part(lambda sources: budget_check_sentences(_cells(sources)), needs=_NEEDS)
+SECTION = Part(_section, needs=_NEEDS)

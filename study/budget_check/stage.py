@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from study import budget_check
 from study.budget_check import check as B
 from study.budget_check.figures import budget_check_figure
 from study.outputs.figure_style import save_figure
@@ -46,13 +47,14 @@ def run(params: Params, runs_dir: Path, longer_dir: Path, figures: Path, tables:
     tol = f"{100 * check.tolerance:g} point{'' if 100 * check.tolerance == 1 else 's'}"
     pct, x = f"{conf:.0%}", f"x{check.factor:g}"
     with atomic_dir(tables) as tmp:
-        write_table(pairs, tmp / "runs", f"Budget check, every run pair: test top-1 at the study's budget and at "
+        write_table(pairs, tmp / budget_check.RUNS,
+                    f"Budget check, every run pair: test top-1 at the study's budget and at "
                     f"{x} (same subset, seed and teacher), their difference, and each run's last-quarter flag.")
-        write_table(cells, tmp / "budget_check", f"Budget check: change of test top-1 at {x} the budget, mean over "
+        write_table(cells, tmp / budget_check.CELLS, f"Budget check: change of test top-1 at {x} the budget, mean over "
                     f"seeds with its {pct} t-interval and the interval Holm-adjusted across cells; converged where the "
                     f"adjusted interval lies within +-{tol}, budget-bound where it lies above +{tol}.")
     with atomic_dir(figures) as tmp:
-        save_figure(budget_check_figure(cells), tmp / "budget_check", cells)
+        save_figure(budget_check_figure(cells), tmp / budget_check.FIGURE, cells)
     counts = cells["verdict"].value_counts()
     verdicts = ", ".join(f"{int(counts[v])} {v}" for v in B.VERDICTS if v in counts)
     return (f"budget_check: {len(pairs)} run pairs at {x} the budget, {len(cells)} model x fraction cells: "

@@ -1,4 +1,5 @@
-"""The report's sentences about distillation: what the teacher knew and whether the student agrees with it.
+"""The report's sentences about distillation: what the teacher knew and whether the student agrees with it; and
+its section, the tables they word.
 
 Read from the ``distillation`` stage's tables: the teacher's top-1 on its own training images and on the
 test set (where it fits its training images, its hard labels are the true labels and add little signal),
@@ -6,14 +7,21 @@ the test-set agreement of each student with it (DeiT, Touvron et al. 2021, Table
 differences in agreement, worded by the same rules as accuracy gaps (:func:`study.efficiency.report.gap_sentences`),
 and how often the teacher's label of a student's training view differed from the true one
 (:func:`teacher_view_sentences`): measured, where the teacher's train top-1 only suggests it.
+
+A study without distillation has none of these tables (the stage writes a note instead), and the report no such
+part (:data:`FINDINGS`, :data:`SECTION`). The committed quick study has no ``teacher_views`` table: its parts
+leave the views out.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from study import distillation
 from study.efficiency.report import gap_sentences
+from study.outputs.tables import markdown_table
 from study.report.format import images, interval, percent, reference_data, share
+from study.report.section import Part, Sources
 
 
 def distillation_sentences(teacher: pd.DataFrame, agreement: pd.DataFrame, gaps: pd.DataFrame,
@@ -42,8 +50,8 @@ def distillation_sentences(teacher: pd.DataFrame, agreement: pd.DataFrame, gaps:
 
 def teacher_view_sentences(views: pd.DataFrame | None, hard: bool) -> list[str]:
     """Per student, the share of its training views (as augmented) whose teacher label differed from the true
-    label, mean and interval over seeds at each fraction (the stage's ``teacher_views`` table; ``None`` or empty,
-    as for runs trained before the views were counted: none). With ``hard`` distillation, the fractions where no
+    label, mean and interval over seeds at each fraction (the stage's ``teacher_views`` table; ``None`` where the
+    study has none, or empty: none). With ``hard`` distillation, the fractions where no
     view of any seed differed get a sentence of their own: there the teacher's labels were the true labels, so the
     student learned nothing from the teacher beyond them. Soft distillation passes on the teacher's whole
     distribution, so a zero share says less there and gets no such sentence."""
@@ -64,3 +72,40 @@ def teacher_view_sentences(views: pd.DataFrame | None, hard: bool) -> list[str]:
                        f"construction, and a difference between {model} and a model trained on labels alone there "
                        "is not the teacher's doing.")
     return out
+
+
+def _table(sources: Sources, name: str) -> pd.DataFrame:
+    return sources.table(distillation.FOLDER, name)
+
+
+def _views(sources: Sources) -> pd.DataFrame | None:
+    return sources.table_if_written(distillation.FOLDER, distillation.TEACHER_VIEWS)
+
+
+def _hard(sources: Sources) -> bool:
+    return sources.setup["distill"]["kind"] == "hard"
+
+
+def _findings(sources: Sources) -> list[str]:
+    return (distillation_sentences(_table(sources, distillation.TEACHER), _table(sources, distillation.AGREEMENT),
+                                   _table(sources, distillation.AGREEMENT_GAPS), _hard(sources))
+            + teacher_view_sentences(_views(sources), hard=_hard(sources)))
+
+
+def _section(sources: Sources) -> list[str]:
+    lines = ["## Distillation", "", "The teacher's accuracy on its own training images and on the test set:", "",
+             markdown_table(_table(sources, distillation.TEACHER)), "",
+             "Test-set agreement with the teacher (DeiT Table 4):", "",
+             markdown_table(_table(sources, distillation.AGREEMENT)), ""]
+    views = _views(sources)
+    if views is not None and not views.empty:
+        lines += ["The student's training views (as augmented) whose teacher label differs from the true label: "
+                  "mean share and t-interval over seeds; views counted over all seeds:", "",
+                  markdown_table(views), ""]
+    return lines
+
+
+_NEEDS = tuple((distillation.FOLDER, name)
+               for name in (distillation.TEACHER, distillation.AGREEMENT, distillation.AGREEMENT_GAPS))
+FINDINGS = Part(_findings, needs=_NEEDS)
+SECTION = Part(_section, needs=_NEEDS)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from study import distillation
 from study.distillation import agreement as A
 from study.efficiency.curves import paired_gaps
 from study.runs.table import collect_runs
@@ -33,9 +34,9 @@ def run(params: Params, runs_dir: Path, tables: Path) -> str:
         # distillation"; the stage stays in the pipeline so that every preset shares one dvc.yaml, and writes a
         # note rather than an empty folder, which git (the folder is committed with the report) would not keep.
         with atomic_dir(tables) as tmp:
-            (tmp / "NONE.md").write_text("No student learns from a teacher in this study (params.yaml: `distill` is "
-                                         "empty or its kind is none).\n")
-        return f"distillation: no student learns from a teacher in this study -> {tables}/NONE.md"
+            (tmp / distillation.NONE_NOTE).write_text("No student learns from a teacher in this study (params.yaml: "
+                                                      "`distill` is empty or its kind is none).\n")
+        return f"distillation: no student learns from a teacher in this study -> {tables / distillation.NONE_NOTE}"
     runs = collect_runs(runs_dir)
     students = [d.student, *(m for m in params.baselines if m != d.teacher)]
     per_run = A.agreement_runs(runs, d.teacher, students)
@@ -45,13 +46,17 @@ def run(params: Params, runs_dir: Path, tables: Path) -> str:
     gaps = paired_gaps(whole, pairs, conf, value="agreement")
     views = teacher_view_table(teacher_view_runs(runs), conf)
     with atomic_dir(tables) as tmp:
-        write_table(A.teacher_table(runs, d.teacher, conf), tmp / "teacher",
+        write_table(A.teacher_table(runs, d.teacher, conf), tmp / distillation.TEACHER,
                     f"The teacher ({d.teacher}) per fraction: top-1 on its own training images and on the test set.")
-        write_table(per_run, tmp / "agreement_runs", "Test-set agreement of each run (and head) with its teacher.")
-        write_table(summary, tmp / "agreement", f"Test-set agreement with the teacher: mean and {conf:.0%} t-interval over seeds.")
-        write_table(gaps, tmp / "agreement_gaps", "Paired difference in agreement with the teacher (same subset and "
+        write_table(per_run, tmp / distillation.AGREEMENT_RUNS,
+                    "Test-set agreement of each run (and head) with its teacher.")
+        write_table(summary, tmp / distillation.AGREEMENT,
+                    f"Test-set agreement with the teacher: mean and {conf:.0%} t-interval over seeds.")
+        write_table(gaps, tmp / distillation.AGREEMENT_GAPS,
+                    "Paired difference in agreement with the teacher (same subset and "
                     "seed), Holm-adjusted across fractions; equivalence bound where the adjusted interval includes 0.")
-        write_table(views, tmp / "teacher_views", f"Share of the distilled student's training views (as augmented) "
+        write_table(views, tmp / distillation.TEACHER_VIEWS,
+                    f"Share of the distilled student's training views (as augmented) "
                     f"whose teacher label differs from the true label: mean and {conf:.0%} t-interval over seeds; "
                     "views: counted over all seeds.", 6)
     full = summary[(summary["fraction"] == summary["fraction"].max()) & (summary["head"] == "model")]

@@ -1,12 +1,12 @@
 """The report's sentences about accuracy against training-set size and about convergence, each derived from
-a table by a rule.
+a table by a rule, and the data-efficiency section with the ``curves`` stage's figures and tables.
 
-The rules (issue "Findings a reviewer would accept"):
+The rules, those of findings a reviewer would accept:
 
 - With fewer than ``MIN_SEEDS`` seeds nothing is inferred: sentences give measured means and say why.
 - "±x points, A ahead" (always A − B, so negative when B leads) only when the Holm-adjusted interval across
-  the comparison's fractions excludes 0; otherwise "no detectable difference", with the interval and the differences it excludes (the
-  equivalence bound of the table).
+  the comparison's fractions excludes 0; otherwise "no detectable difference", with the interval and the
+  differences it excludes (the equivalence bound of the table).
 - Trends with data likewise, from their interval Holm-adjusted across the comparisons of a scale.
 - A power-law fit is quoted only when the data identify it (the table's ``identified``); otherwise the
   sentence says which parameter the data left undetermined.
@@ -14,18 +14,25 @@ The rules (issue "Findings a reviewer would accept"):
   larger one (or the reverse); every sign change of the mean gap is listed either way.
 - Comparisons involving runs still improving at the end carry that flag; step-bound runs are out of fits.
 
-Every function takes data frames (the tables of the ``curves`` stage, the run table, the training-fit
-table of :mod:`study.report.setup`) and returns a list of sentences; none computes a statistic.
+Every sentence function takes data frames (the tables of the ``curves`` stage, the run table, the training-fit
+table of :mod:`study.report.setup`) and returns a list of sentences; none computes a statistic. The report's parts
+(:data:`ACCURACY`, :data:`CONVERGENCE`, :data:`SECTION`) read those tables by the names :mod:`study.efficiency`
+defines; :func:`headline_metrics` chooses the rows ``dvc metrics show`` lists.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
-from study.stats.intervals import MIN_SEEDS
+from study import efficiency
+from study.outputs.tables import markdown_table
+from study.report import setup as S
 from study.report.format import images, interval, no_detectable, percent, plural, points, share
+from study.report.section import Part, Sources
+from study.stats.intervals import MIN_SEEDS
 
 
 def seeds_statement(summary: pd.DataFrame) -> list[str]:
@@ -216,3 +223,74 @@ def fit_sentences(fit_table: pd.DataFrame) -> list[str]:
     return [sentence + f" The validation loss of {settled} of these {below} runs had stopped falling, so for "
             "them the shortfall is not the step budget; the other runs' test accuracy measures optimisation as much "
             "as generalisation."]
+
+
+def _table(sources: Sources, name: str) -> pd.DataFrame:
+    return sources.table(efficiency.FOLDER, name)
+
+
+def _accuracy(sources: Sources) -> list[str]:
+    summary = _table(sources, efficiency.SUMMARY)
+    return [*seeds_statement(summary), *ranking(summary), *gap_sentences(_table(sources, efficiency.GAPS)),
+            *crossing_sentences(_table(sources, efficiency.CROSSINGS)),
+            *trend_sentences(_table(sources, efficiency.TRENDS)),
+            *power_law_sentences(_table(sources, efficiency.POWER_LAW))]
+
+
+def _convergence(sources: Sources) -> list[str]:
+    return [*convergence_sentences(_table(sources, efficiency.RUNS)),
+            *fit_sentences(sources.setup_table(S.TRAINING_FIT))]
+
+
+def _section(sources: Sources) -> list[str]:
+    """The curves and the gaps with their tables, the trends and the power-law fits, then the distilled model's
+    heads (DeiT Table 3; a study without distillation has none)."""
+    summary, gaps = _table(sources, efficiency.SUMMARY), _table(sources, efficiency.GAPS)
+    fits, heads = _table(sources, efficiency.POWER_LAW), sources.setup_table(S.DEIT_HEADS)
+    lines = [
+        "## Data efficiency", "",
+        sources.figure(efficiency.FOLDER, efficiency.CURVES_FIGURE,
+                       "Test accuracy against training images (log scale); bands: t-interval over seeds; ringed: runs "
+                       "still improving at the end."), "",
+        markdown_table(summary[["model", "fraction", "train_images", "seeds", "top1_mean", "top1_ci_low",
+                                "top1_ci_high", "train_top1_mean", "under_trained"]]), "",
+        sources.figure(efficiency.FOLDER, efficiency.GAPS_FIGURE,
+                       "Paired gaps: thin bars raw t-intervals, thick bars Holm-adjusted; filled where a difference is "
+                       "claimed."), "",
+        "Paired gaps (same subset and seed); `adj_*`: Holm-adjusted across the comparison's fractions:", "",
+        markdown_table(gaps[["comparison", "train_images", "seeds", "gap_mean", "gap_ci_low", "gap_ci_high",
+                             "adj_ci_low", "adj_ci_high", "p_holm", "significant", "under_trained_a",
+                             "under_trained_b"]]), "",
+        "Gap trends per tenfold more training data:", "", markdown_table(_table(sources, efficiency.TRENDS)), "",
+        "Power-law fits, error ≈ a·n^(−b) + c, runs that are not step-bound; bootstrap intervals over seeds:", "",
+        markdown_table(fits[["model", "a", "b", "b_ci_low", "b_ci_high", "c", "c_ci_low", "c_ci_high", "c_on_bound",
+                             "identified", "rmse", "runs_used", "runs_step_bound"]]), "",
+    ]
+    if not heads.empty:
+        lines += ["Distilled ViT, each head alone and their average (DeiT Table 3):", "", markdown_table(heads), ""]
+    return lines
+
+
+_READS = tuple((efficiency.FOLDER, name) for name in (efficiency.SUMMARY, efficiency.GAPS, efficiency.CROSSINGS,
+                                                       efficiency.TRENDS, efficiency.POWER_LAW))
+ACCURACY = Part(_accuracy, needs=_READS)
+CONVERGENCE = Part(_convergence, needs=((efficiency.FOLDER, efficiency.RUNS),))
+SECTION = Part(_section, needs=_READS)
+
+
+def headline_metrics(tables_dir: Path) -> dict:
+    """The numbers `dvc metrics show` lists: top-1 per model at the smallest and full fraction, and gaps."""
+    folder = tables_dir / efficiency.FOLDER
+    summary = pd.read_csv(folder / f"{efficiency.SUMMARY}.csv")
+    gaps = pd.read_csv(folder / f"{efficiency.GAPS}.csv")
+    lo, hi = summary["fraction"].min(), summary["fraction"].max()
+    out: dict = {}
+    for r in summary[summary["fraction"].isin([lo, hi])].itertuples():
+        key = "full" if r.fraction == hi else "smallest"
+        out.setdefault(r.model, {})[f"top1_{key}"] = round(float(r.top1_mean), 4)
+    for r in gaps[gaps["fraction"].isin([lo, hi])].itertuples():
+        key = "full" if r.fraction == hi else "smallest"
+        entry = out.setdefault("gaps", {}).setdefault(r.comparison.replace(" ", ""), {})
+        entry[key] = round(float(r.gap_mean), 4)
+        entry[f"{key}_significant"] = bool(r.significant and r.inference)
+    return out

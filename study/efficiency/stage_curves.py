@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from study import efficiency
 from study.efficiency import curves as C
 from study.efficiency.figures import data_efficiency_figure, gaps_figure
 from study.outputs.figure_style import save_figure
@@ -33,24 +34,28 @@ def run(params: Params, runs_dir: Path, figures: Path, tables: Path) -> str:
     gaps = C.paired_gaps(runs, pairs, conf)
     pct = f"{conf:.0%}"
     with atomic_dir(tables) as tmp:
-        write_table(runs, tmp / "runs", "Every training run: final model on the test set, with its convergence flags.")
-        write_table(summary, tmp / "data_efficiency",
+        write_table(runs, tmp / efficiency.RUNS,
+                    "Every training run: final model on the test set, with its convergence flags.")
+        write_table(summary, tmp / efficiency.SUMMARY,
                     f"Test top-1 per model and fraction: mean, std and {pct} t-interval over seeds.")
-        write_table(gaps, tmp / "gaps", f"Paired test top-1 gaps (same subset and seed): mean, {pct} t-interval, the "
+        write_table(gaps, tmp / efficiency.GAPS,
+                    f"Paired test top-1 gaps (same subset and seed): mean, {pct} t-interval, the "
                     "interval adjusted across the comparison's fractions (Holm), and the equivalence bound where it "
                     "includes 0.")
-        write_table(C.crossings(gaps), tmp / "crossings", "Sign changes of the mean gap, and crossings supported by "
+        write_table(C.crossings(gaps), tmp / efficiency.CROSSINGS,
+                    "Sign changes of the mean gap, and crossings supported by "
                     "adjusted-significant gaps of opposite sign.", 0)
-        write_table(C.gap_trends(runs, pairs, conf), tmp / "gap_trends", "Slope of the per-seed gap per decade of "
+        write_table(C.gap_trends(runs, pairs, conf), tmp / efficiency.TRENDS, "Slope of the per-seed gap per decade of "
                     f"training images, {pct} t-interval over seeds and the interval adjusted across the comparisons "
                     "of a scale (Holm), equivalence bound where it includes 0 (step-bound fractions left out).")
-        write_table(C.power_law_table(runs, conf), tmp / "power_law", "Power-law fit of test error against training "
+        write_table(C.power_law_table(runs, conf), tmp / efficiency.POWER_LAW,
+                    "Power-law fit of test error against training "
                     f"images, error = a n^-b + c, on runs that are not step-bound; {pct} bootstrap intervals over "
                     "seeds; identified: no parameter on its bound or with too wide an interval.", 6)
     with atomic_dir(figures) as tmp:
-        save_figure(data_efficiency_figure(runs, conf), tmp / "data_efficiency", runs)
+        save_figure(data_efficiency_figure(runs, conf), tmp / efficiency.CURVES_FIGURE, runs)
         if not gaps.empty:
-            save_figure(gaps_figure(gaps), tmp / "gaps", gaps)
+            save_figure(gaps_figure(gaps), tmp / efficiency.GAPS_FIGURE, gaps)
     best = summary[summary["fraction"] == summary["fraction"].max()].sort_values("top1_mean").iloc[-1]
     flagged = int(runs["under_trained"].sum())
     return (f"curves: {len(runs)} runs ({flagged} still improving at the end), {summary['model'].nunique()} models; "

@@ -1,18 +1,24 @@
-"""The report's sentences about priors (issue 32): how much of the ViT's gap to the CNN each prior closes, whether
-ConViT's gates open with data, and what each prior costs on scrambled images, where its assumption is false.
+"""The report's sentences about priors: how much of the ViT's gap to the CNN each prior closes, whether ConViT's
+gates open with data, and what each prior costs on scrambled images, where its assumption is false; and the
+section on ConViT's gates.
 
 Read from tables other stages wrote: the paired gaps of ``curves`` (every model against every other, paired by
-seed, Holm-adjusted across fractions), ConViT's gates from ``attention``. ``arms`` names the roles, from the params
-(:func:`arms_of`): the plain ViT, the CNN, the priors (the other natural ViT-family models) and each scrambled model's
-natural twin. Nothing is computed here but a descriptive ratio, said to be one.
+seed, Holm-adjusted across fractions), ConViT's gates from ``attention`` (named by :mod:`study.priors`; a study
+without ConViT has none, and no gates section). ``arms`` names the roles, from the params (:func:`arms_of`): the
+plain ViT, the CNN, the priors (the other natural ViT-family models) and each scrambled model's natural twin; a
+study with neither priors nor scrambled images has no priors findings. Nothing is computed here but a descriptive
+ratio, said to be one.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from study import attention, efficiency, priors
 from study.efficiency.report import gap_sentences
+from study.outputs.tables import markdown_table
 from study.report.format import images, interval, no_detectable, plural
+from study.report.section import Part, Sources
 
 
 def arms_of(models: dict, trained: list[str], vit_family: tuple[str, ...]) -> dict:
@@ -113,3 +119,30 @@ def gate_sentences(summary: pd.DataFrame | None, contrasts: pd.DataFrame | None)
                    f"initialisation): " + "; ".join(parts) + f". Intervals are Holm-adjusted across the {blocks}; a "
                    "fall means heads turned from position to content as the data grew.")
     return out
+
+
+def _gates(sources: Sources) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """ConViT's gates and their changes with data, ``None`` each in a study without ConViT."""
+    return (sources.table_if_written(attention.FOLDER, priors.GATES),
+            sources.table_if_written(attention.FOLDER, priors.GATE_CONTRASTS))
+
+
+def _findings(sources: Sources) -> list[str]:
+    gaps, arms = sources.table(efficiency.FOLDER, efficiency.GAPS), sources.setup["arms"]
+    return [*prior_sentences(gaps, arms), *gate_sentences(*_gates(sources)), *scramble_sentences(gaps, arms)]
+
+
+def _gates_section(sources: Sources) -> list[str]:
+    gates, contrasts = _gates(sources)
+    if gates.empty:
+        return []
+    return ["### ConViT's gates", "",
+            sources.figure(attention.FOLDER, priors.GATES,
+                           "Head-mean gate σ(λ) per GPSA block against training images; bars: t-interval over seeds; "
+                           "dashed: σ(1), every gate's value at initialisation."), "",
+            markdown_table(gates), "", "Largest fraction minus smallest, paired by seed:", "",
+            markdown_table(contrasts), ""]
+
+
+FINDINGS = Part(_findings, needs=((efficiency.FOLDER, efficiency.GAPS),))
+SECTION = Part(_gates_section, needs=((attention.FOLDER, priors.GATES), (attention.FOLDER, priors.GATE_CONTRASTS)))

@@ -1,9 +1,12 @@
-"""Reports: tables (CSV + LaTeX), the generated ``report.md``, headline metrics and provenance.
+"""Reports: the generated ``report.md``, its setup tables, headline metrics and provenance.
 
-One idea per module: :mod:`~study.report.format` writes numbers and recurring phrases; :mod:`~study.outputs.tables`
-writes and reads tables; one module of sentences per topic (:mod:`~study.efficiency.report`,
-:mod:`~study.distillation.report`, :mod:`~study.representations.report`, :mod:`~study.attention.report`,
-:mod:`~study.report.limitations`); :mod:`~study.report.render` lays them out as ``report.md``;
-:mod:`~study.report.provenance` records what the report came from. Nothing here computes a statistic: the
-sentences word the tables :mod:`study.analysis` wrote.
+One idea per module: :mod:`~study.report.format` writes numbers and recurring phrases; each question words its
+own parts of the report in ``study/<question>/report.py`` (:mod:`~study.efficiency.report`,
+:mod:`~study.budget_check.report`, :mod:`~study.distillation.report`, :mod:`~study.priors.report`,
+:mod:`~study.representations.report`, :mod:`~study.attention.report`, :mod:`~study.robustness.report`), reading
+its stage's tables through :mod:`~study.report.section`; :mod:`~study.report.contents` orders those parts and
+:mod:`~study.report.render` lays them out in the report's frame, with the design's limitations
+(:mod:`~study.report.limitations`) and the setup tables (:mod:`~study.report.setup`); :mod:`~study.report.stage`
+runs it all and :mod:`~study.report.provenance` records what the report came from. Nothing here computes a
+statistic: the sentences word the tables the analysis stages wrote.
 """

@@ -2,17 +2,19 @@
 each one is true of the study it is printed in (a fixed list would go on saying "the validation split is
 never used for selection" after recipes were picked on it).
 
-:func:`limitations` covers the design (data, seeds, recipe selection, budget, scoring);
-:func:`analysis_limitations` the caveats the CKA and attention tables themselves warrant.
+:func:`limitations` covers the design (data, seeds, recipe selection, budget, scoring), the report's first
+limitations (:data:`DESIGN`); the caveats the CKA and attention tables warrant follow, worded by those questions
+(:data:`study.report.contents.LIMITATIONS`).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from study.stats.intervals import MIN_SEEDS
+from study import efficiency
 from study.report.format import plural
+from study.report.section import Part, Sources
+from study.stats.intervals import MIN_SEEDS
 
 
 def limitations(*, dataset: str, seeds: list[int], convention: str, min_steps: int, runs: pd.DataFrame,
@@ -50,22 +52,10 @@ def limitations(*, dataset: str, seeds: list[int], convention: str, min_steps: i
     return out
 
 
-def analysis_limitations(to_full: pd.DataFrame | None, across: pd.DataFrame | None,
-                         heads: pd.DataFrame | None) -> list[str]:
-    """Caveats of the CKA and attention analyses: ``to_full`` (``cka_to_full``), ``across`` (cross-model CKA
-    at matched depth) and ``heads`` (``attention_heads``), each ``None`` where its stage did not write it."""
-    out = []
-    if to_full is not None and to_full.empty:
-        out.append("With one training seed, CKA to the largest fraction has no model of another seed to compare with, "
-                   "and so no noise ceiling; it is not reported.")
-    elif to_full is not None and (to_full["ceiling_pairs"] < 2).any():
-        out.append("The CKA noise ceiling comes from a single pair of seeds (compared both ways), so its own "
-                   "spread across seed pairs is unknown.")
-    if across is not None:
-        out.append("Layers of different models are matched by relative depth, each model's recorded layers "
-                   "taken as evenly spaced from input (0) to output (1): a convention, not a measured "
-                   "correspondence.")
-    if heads is not None and not heads.empty and int(np.nanmax(heads["seeds"])) > 1:
-        out.append("Attention heads have no identity across seeds, so per-head intervals are over each seed's "
-                   "k-th most local head, not over a fixed head.")
-    return out
+def _design(sources: Sources) -> list[str]:
+    s = sources.setup
+    return limitations(dataset=s["dataset"], seeds=s["seeds"], convention=s["convention"], min_steps=s["min_steps"],
+                       runs=sources.table(efficiency.FOLDER, efficiency.RUNS), selection=s["selection"])
+
+
+DESIGN = Part(_design, needs=((efficiency.FOLDER, efficiency.RUNS),))

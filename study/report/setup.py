@@ -11,6 +11,8 @@ import pandas as pd
 
 # Train top-1 (unaugmented) a run must reach on its own training images to count as having fit them.
 FIT = 0.99
+# The stems the report stage writes these tables under (in its --setup-tables folder) and the report reads.
+MODELS, BUDGETS, COMPUTE, DEIT_HEADS, TRAINING_FIT = "models", "budgets", "compute", "deit_heads", "training_fit"
 
 
 def models_table(runs: pd.DataFrame) -> pd.DataFrame:

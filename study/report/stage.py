@@ -1,8 +1,8 @@
 """Stage ``report``: ``report.md``, the headline metrics, the provenance record and the setup tables.
 
-First the tables no analysis stage writes, computed by :mod:`study.analysis` from the run table and the CKA
-tables and written beside the setup tables: models, budgets, compute, the distilled model's heads, how well
-each model fit its training images, and cross-model CKA averaged over depth. Then the provenance (digests of
+First the tables no analysis stage writes, computed by :mod:`study.report.setup` from the run table (and by
+:mod:`study.representations.depth` from the CKA tables): models, budgets, compute, the distilled model's heads, how
+well each model fit its training images, and cross-model CKA averaged over depth. Then the provenance (digests of
 the parameters, the pipeline's code, the prepared data, the runs and the budget check's longer runs, all written
 before this stage), and last the report, rendered from files only (:mod:`study.report.render`). The run table
 is the one the ``curves`` stage wrote (``<tables>/curves/runs.csv``); the runs themselves are only digested.
@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from study import efficiency, representations
 from study.report import setup as S
 from study.representations.depth import CAPTION as CKA_DEPTH_CAPTION, across_depth_mean
 from study.core.config import Params
@@ -24,7 +25,9 @@ from study.core.io import atomic_dir, write_json, write_text
 from study.models import VIT_FAMILY
 from study.priors.report import arms_of
 from study.report.provenance import provenance
-from study.report.render import headline_metrics, render_report
+from study.efficiency.report import headline_metrics
+from study.report.render import render_report
+from study.report.section import Sources
 from study.outputs.tables import read_table, write_table
 from study.core.entry import configured
 
@@ -48,15 +51,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> str:
     params = configured(args.params)
-    runs = pd.read_csv(args.tables / "curves" / "runs.csv")
-    write_setup_tables(runs, args.tables / "cka", args.setup_tables)
+    runs = pd.read_csv(args.tables / efficiency.FOLDER / f"{efficiency.RUNS}.csv")
+    write_setup_tables(runs, args.tables / representations.FOLDER, args.setup_tables)
     runs_dirs = [args.runs, *([args.runs_2x] if args.runs_2x else [])]
     prov = provenance(params_path=args.params, pipeline=args.pipeline, manifest=args.manifest, runs_dirs=runs_dirs,
                       devices=runs["device"].tolist(), train_seconds=float(runs["train_seconds"].sum()))
     write_json(args.provenance, prov)
     setup = {**setup_facts(params), "design": header_comment(args.params.read_text())}
-    text = render_report(report_dir=args.out.parent, tables_dir=args.tables, setup_dir=args.setup_tables,
-                         figures_dir=args.figures, setup=setup, prov=prov)
+    text = render_report(Sources(tables=args.tables, setup_tables=args.setup_tables, figures=args.figures,
+                                 report_dir=args.out.parent, setup=setup), prov)
     write_text(args.out, text)
     write_json(args.metrics, headline_metrics(args.tables))
     return (f"report: {args.out} ({len(text.splitlines())} lines), {args.metrics}, {args.provenance}; "
@@ -64,24 +67,26 @@ def main(args: argparse.Namespace) -> str:
 
 
 def write_setup_tables(runs: pd.DataFrame, cka_tables: Path, out: Path) -> None:
-    """The tables the report reads that no analysis stage writes, into ``out``."""
+    """The tables the report reads that no analysis stage writes, into ``out``; the depth average of cross-model
+    CKA only where the ``cka`` stage's tables are in ``cka_tables`` (a study without them has no CKA section)."""
     with atomic_dir(out) as tmp:
-        write_table(S.models_table(runs), tmp / "models",
+        write_table(S.models_table(runs), tmp / S.MODELS,
                     "Models: parameters, training FLOPs at full data, median throughput.", 1)
-        write_table(S.budgets_table(runs), tmp / "budgets", "Identical budgets: steps and images seen per fraction, "
+        write_table(S.budgets_table(runs), tmp / S.BUDGETS, "Identical budgets: steps and images seen per fraction, "
                     "all models; what set the steps; runs still improving at the end.", 2)
-        write_table(S.compute_table(runs), tmp / "compute", "Compute used per model and fraction: optimiser steps, "
+        write_table(S.compute_table(runs), tmp / S.COMPUTE, "Compute used per model and fraction: optimiser steps, "
                     "images seen, training TFLOPs (3 x forward, plus the teacher's forward for a distilled student; "
                     "mean over seeds), median training seconds, runs still improving at the end.", 2)
-        write_table(S.heads_table(runs), tmp / "deit_heads",
+        write_table(S.heads_table(runs), tmp / S.DEIT_HEADS,
                     "Distilled ViT: test top-1 of the class head, the distillation head and their average.")
-        write_table(S.training_fit(runs), tmp / "training_fit", "Train top-1 on each run's own training images "
+        write_table(S.training_fit(runs), tmp / S.TRAINING_FIT, "Train top-1 on each run's own training images "
                     "(unaugmented) per model and fraction: mean and lowest over seeds, runs below the fit threshold "
                     "and how many of those had settled, runs still improving.")
-        summary = read_table(cka_tables / "cka_across_depth.csv")
-        per_seed = read_table(cka_tables / "cka_across_depth_seeds.csv")
+        summary = read_table(cka_tables / f"{representations.ACROSS_DEPTH}.csv")
+        per_seed = read_table(cka_tables / f"{representations.ACROSS_DEPTH_SEEDS}.csv")
         if summary is not None and per_seed is not None:
-            write_table(across_depth_mean(summary, per_seed), tmp / "cka_across_depth_mean", CKA_DEPTH_CAPTION, 3)
+            write_table(across_depth_mean(summary, per_seed), tmp / representations.ACROSS_DEPTH_MEAN,
+                        CKA_DEPTH_CAPTION, 3)
 
 
 def header_comment(params_text: str) -> str:

@@ -1,7 +1,9 @@
-"""The report's sentences about representations: what the CKA tables support saying about why models differ.
+"""The report's sentences about representations: what the CKA tables support saying about why models differ; the
+CKA section and the caveats the tables warrant among the limitations.
 
 Read from the ``cka`` stage's ``cka_to_full`` table and from the depth average of cross-model CKA
-(:func:`study.representations.depth.across_depth_mean`); every number is computed in :mod:`study.analysis`. The rules:
+(:func:`study.representations.depth.across_depth_mean`, written by the report stage beside its setup tables); every
+number is computed by the stage (:mod:`study.representations.similarity`). The rules:
 
 - a difference is claimed only when its Holm-adjusted interval (computed by the stage, over the family it
   names) excludes zero; otherwise the sentence says "no detectable difference" and gives the interval;
@@ -12,6 +14,9 @@ Read from the ``cka`` stage's ``cka_to_full`` table and from the depth average o
   same images already share much of the images' geometry, so only the chance level says how much of a value
   training put there;
 - averages over depth leave out the input embedding (near 1 for any two models), and the sentences say so.
+
+A study whose stages wrote no ``cka_to_full`` has no CKA part in the report (:data:`FINDINGS`, :data:`SECTION`,
+:data:`LIMITATIONS`).
 """
 
 from __future__ import annotations
@@ -20,8 +25,11 @@ import math
 
 import pandas as pd
 
-from study.stats.intervals import MIN_SEEDS
+from study import representations
+from study.outputs.tables import markdown_table
 from study.report.format import interval, no_inference, percent, plural, reference_data, share
+from study.report.section import Part, Sources
+from study.stats.intervals import MIN_SEEDS
 
 
 def cka_findings(to_full: pd.DataFrame | None, across: pd.DataFrame | None, reference: float = 1.0,
@@ -102,3 +110,62 @@ def _across(across: pd.DataFrame | None, min_seeds: int, ref: str) -> list[str]:
                    f"{r.depth_min:.2f} to {r.depth_max:.2f} along it, "
                    f"{_versus(noise, r.chance_mean, f'{r.chance_mean:.2f}')}, on the same depth average.")
     return out
+
+
+def cka_limitations(to_full: pd.DataFrame, across: pd.DataFrame | None) -> list[str]:
+    """The caveats of the CKA analysis: the noise ceiling that ``to_full`` (``cka_to_full``) lacks or rests on one
+    seed pair, and the matching by relative depth behind ``across`` (``None`` where it was not derived)."""
+    out = []
+    if to_full.empty:
+        out.append("With one training seed, CKA to the largest fraction has no model of another seed to compare with, "
+                   "and so no noise ceiling; it is not reported.")
+    elif (to_full["ceiling_pairs"] < 2).any():
+        out.append("The CKA noise ceiling comes from a single pair of seeds (compared both ways), so its own "
+                   "spread across seed pairs is unknown.")
+    if across is not None:
+        out.append("Layers of different models are matched by relative depth, each model's recorded layers "
+                   "taken as evenly spaced from input (0) to output (1): a convention, not a measured "
+                   "correspondence.")
+    return out
+
+
+def _to_full(sources: Sources) -> pd.DataFrame:
+    return sources.table(representations.FOLDER, representations.TO_FULL)
+
+
+def _depth_means(sources: Sources) -> pd.DataFrame | None:
+    return sources.setup_table_if_written(representations.ACROSS_DEPTH_MEAN)
+
+
+def _section(sources: Sources) -> list[str]:
+    lines = ["## Representations (CKA)", ""]
+    for stem, caption in _CAPTIONS:  # the figures the stage drew (one seed, or one model, draws fewer)
+        shown = sources.figure(representations.FOLDER, stem, caption)
+        lines += [shown, ""] if shown else []
+    to_full = _to_full(sources)
+    if not to_full.empty:
+        lines += ["CKA to the reference-fraction model of another seed, mean over relative depth past the input "
+                  "embedding, beside the cross-seed ceiling and the chance level (initial weights); gap = ceiling − "
+                  "CKA, paired by seed, Holm-adjusted:", "",
+                  markdown_table(to_full[["model", "fraction", "seeds", "mean_cka", "ci_low", "ci_high", "ceiling_mean",
+                                          "chance_mean", "gap_to_ceiling_mean", "gap_ci_low", "gap_ci_high",
+                                          "gap_significant"]], 3), ""]
+    return lines
+
+
+_CAPTIONS = (
+    (representations.WITHIN_FIGURE, "Linear CKA between layers within each model (full data, analysis seed); colours "
+                                    "span the data's range."),
+    (representations.ACROSS_FIGURE, "Linear CKA between layers of different models (full data, analysis seed); "
+                                    "colours span the data's range."),
+    (representations.TO_FULL_FIGURE, "Per-layer CKA to the reference-fraction model of another seed; dashed: the "
+                                     "cross-seed ceiling (reference fraction vs reference fraction, another seed); "
+                                     "dotted: the same comparison between two random initialisations (chance)."),
+    (representations.ACROSS_DEPTH_FIGURE, "CKA between models at matched relative depth; dashed: each model's "
+                                          "cross-seed ceiling; dotted: the two models at initialisation (chance); "
+                                          "hatched: input embeddings, left out of depth means."))
+_NEEDS = ((representations.FOLDER, representations.TO_FULL),)
+FINDINGS = Part(lambda sources: cka_findings(_to_full(sources), _depth_means(sources), max(sources.setup["fractions"])),
+                needs=_NEEDS)
+SECTION = Part(_section, needs=_NEEDS)
+LIMITATIONS = Part(lambda sources: cka_limitations(_to_full(sources), _depth_means(sources)), needs=_NEEDS)

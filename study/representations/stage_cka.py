@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from study import representations
 from study.core import runtime
 from study.representations import similarity as S
 from study.representations.figures import CKAPanel, cka_across_depth, cka_frame, cka_grid, cka_to_reference
@@ -59,21 +60,23 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     pct = f"{conf:.0%}"
     skipped = "" if len(params.seeds) > 1 else " (empty: CKA to another seed's model needs at least 2 seeds)"
     with atomic_dir(figures) as tmp:
-        save_figure(cka_grid(within), tmp / "cka_within", cka_frame(within))
+        save_figure(cka_grid(within), tmp / representations.WITHIN_FIGURE, cka_frame(within))
         if across:
-            save_figure(cka_grid(across), tmp / "cka_across", cka_frame(across))
-            save_figure(cka_across_depth(across_summary), tmp / "cka_across_depth", across_summary)
+            save_figure(cka_grid(across), tmp / representations.ACROSS_FIGURE, cka_frame(across))
+            save_figure(cka_across_depth(across_summary), tmp / representations.ACROSS_DEPTH_FIGURE,
+                        across_summary)
         if not to_full.empty:
             figure_data = pd.concat([to_full.assign(curve="fraction"), ceiling.assign(curve="ceiling"),
                                      chance.assign(curve="chance")])
-            save_figure(cka_to_reference(to_full, ceiling, max(params.fractions), chance), tmp / "cka_to_full",
+            save_figure(cka_to_reference(to_full, ceiling, max(params.fractions), chance),
+                        tmp / representations.TO_FULL_FIGURE,
                         figure_data)
     with atomic_dir(tables) as tmp:
-        write_table(S.layer_table(result["layers"]), tmp / "cka_layers",
+        write_table(S.layer_table(result["layers"]), tmp / representations.LAYERS,
                     "The layers each model's CKA is measured at, input to output: relative depth i/(L-1) of layer "
                     "i of L; input_embedding marks the first (patch embedding or stem), left out of means over "
                     "depth. Models with different layer counts are compared at equal relative depth.")
-        write_table(summary, tmp / "cka_to_full",
+        write_table(summary, tmp / representations.TO_FULL,
                     f"CKA of each model at each fraction to the full-data model of another seed, mean over "
                     f"relative depth from the first layer after the input embedding to the output (averaged_layers; "
                     f"{EMBEDDING_NOTE}), {pct} t-interval over seeds; beside it the noise level, the cross-seed "
@@ -81,20 +84,21 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
                     f"(two random initialisations of the architecture), each with its interval over distinct "
                     f"seed pairs; the gap ceiling - CKA, paired by seed, Holm-adjusted over each model's "
                     f"fractions{skipped}.")
-        write_table(S.beside(S.beside(to_full, ceiling, "ceiling"), chance, "chance"), tmp / "cka_to_full_layers",
+        write_table(S.beside(S.beside(to_full, ceiling, "ceiling"), chance, "chance"),
+                    tmp / representations.TO_FULL_LAYERS,
                     f"Per-layer CKA to the full-data model of the reference seed (the next seed), beside the noise "
                     f"level (ceiling: the same seed pair's full-data models) and the chance level (chance: the same "
                     f"seed pair's initial weights) at that layer; to_init: CKA of the layer to its own "
                     f"initialisation (how far training moved it){skipped}.")
-        write_table(S.beside(ceiling, chance, "chance"), tmp / "cka_ceiling",
+        write_table(S.beside(ceiling, chance, "chance"), tmp / representations.CEILING,
                     f"Noise ceiling: per-layer CKA between full-data models of two seeds, beside the chance level "
                     f"(chance: the two seeds' initial weights) and each model's CKA to its own initialisation "
                     f"(to_init){skipped}.")
-        write_table(per_seed_across, tmp / "cka_across_depth_seeds",
+        write_table(per_seed_across, tmp / representations.ACROSS_DEPTH_SEEDS,
                     "CKA between two models at matched relative depth, full data, per seed, beside the same two "
                     "models at initialisation (chance); in_depth_mean: the point lies past both models' input "
                     "embeddings and enters the mean over depth.")
-        write_table(across_summary, tmp / "cka_across_depth",
+        write_table(across_summary, tmp / representations.ACROSS_DEPTH,
                     f"CKA between two models at matched relative depth (full data), mean and {pct} t-interval "
                     "over seeds, beside each model's cross-seed ceiling (noise level) and the pair's CKA at "
                     "initialisation (chance level) at that depth; in_depth_mean: past both input embeddings.")

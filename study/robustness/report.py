@@ -1,5 +1,6 @@
 """The report's sentences on robustness: where the ViT (and the DeiT) beats the ResNet when the test images are
-occluded, rearranged, shifted or corrupted, at which fractions, and whether that grows or shrinks with data.
+occluded, rearranged, shifted or corrupted, at which fractions, and whether that grows or shrinks with data; and
+the section of figures and tables behind them.
 
 Read from the ``robustness`` stage's tables (``reports/tables/robustness``); nothing is computed here beyond
 choosing rows. The rules, as for clean accuracy:
@@ -13,66 +14,26 @@ choosing rows. The rules, as for clean accuracy:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
+from study import robustness
+from study.outputs.tables import markdown_table
+from study.report.format import images, interval, no_inference, percent, plural, share
+from study.report.section import Part, Sources
+from study.robustness import wording as W
 from study.stats.intervals import MIN_SEEDS
-from study.report.format import images, interval, no_detectable, no_inference, percent, plural, share
-from study.outputs.tables import markdown_table, read_table
 
-TABLES = ("probe_set", "headline", "headline_contrasts", "contrasts_accuracy", "contrasts_retained", "consistency",
-          "contrasts_consistency", "winner_flips", "mce")
-PROBE_WORDS = {"occlusion": "occlusion", "rearrangement": "patch shuffle", "translation": "shift",
-               "corruption": "corruption", "consistency": "1-px consistency"}
-VARIANT_WORDS = {"aligned": "patch grid", "offset": "offset grid", "shuffle": "", "x": "along x", "y": "along y",
-                 "diagonal": "diagonally"}
+# The stage's tables the report reads.
+TABLES = (robustness.PROBE_SET, robustness.HEADLINE, robustness.HEADLINE_CONTRASTS, robustness.CONTRASTS_ACCURACY,
+          robustness.CONTRASTS_RETAINED, robustness.CONSISTENCY, robustness.CONTRASTS_CONSISTENCY,
+          robustness.WINNER_FLIPS, robustness.MCE)
 
 
-def read_robustness(folder) -> dict[str, pd.DataFrame | None] | None:
-    """The stage's tables by name, or ``None`` when the stage has not written them (a study run before it)."""
-    tables = {name: read_table(folder / f"{name}.csv") for name in TABLES}
-    return None if tables["probe_set"] is None else tables
-
-
-def _minus(comparison: str) -> str:
-    """"vit - resnet" as the report's sentences write it: "vit − resnet"."""
-    return comparison.replace(" - ", " − ")
-
-
-def _level(probe: str, level: float) -> str:
-    if probe == "occlusion":
-        return f"{100 * level:g}%"
-    if probe == "rearrangement":
-        return f"{level:g}x{level:g}"
-    if probe == "translation":
-        return f"{level:g} px"
-    return f"severity {level:g}"
-
-
-def _condition(probe: str, variant: str) -> str:
-    if probe == "corruption":
-        return str(variant).replace("_", " ")
-    words = VARIANT_WORDS.get(str(variant), str(variant))
-    return f"{PROBE_WORDS.get(probe, probe)} ({words})" if words else PROBE_WORDS.get(probe, probe)
-
-
-def _sizes(rows: pd.DataFrame, every: int) -> str:
-    sizes = sorted(rows["train_images"].unique())
-    if len(sizes) == every and every > 1:
-        return "every fraction"
-    return ", ".join(f"{int(n):,}" for n in sizes) + " images"
-
-
-def _clause(r, a: str, b: str, scale: float = 100.0, unit: str = " points") -> str:
-    """One contrast: who is ahead and by how much with the adjusted interval, or no detectable difference with the
-    equivalence bound, or (too few seeds) the mean only."""
-    mean = f"{scale * r.diff_mean:+.1f}{unit}"
-    if not r.inference:
-        return f"{mean} (descriptive, {plural(int(r.seeds), 'seed')})"
-    ci = interval(r.adj_ci_low, r.adj_ci_high, 1, scale=scale, signed=True, label="Holm-adjusted CI")
-    if r.significant:
-        winner = a if r.diff_mean > 0 else b  # the difference keeps its sign (a − b), as everywhere in the report
-        return f"{mean}, {winner} ahead ({ci})"
-    return no_detectable("difference", mean, ci, r.equivalence_bound, 1, scale=scale, unit=unit)
+def read_robustness(folder: Path) -> dict[str, pd.DataFrame]:
+    """The stage's tables the report reads (:data:`TABLES`), by name, from its tables ``folder``."""
+    return {name: pd.read_csv(folder / f"{name}.csv") for name in TABLES}
 
 
 def setup_sentence(probe_set: pd.DataFrame, accuracy: pd.DataFrame) -> str:
@@ -81,13 +42,13 @@ def setup_sentence(probe_set: pd.DataFrame, accuracy: pd.DataFrame) -> str:
     fractions = accuracy["fraction"].nunique() if not accuracy.empty else 0
     probed = accuracy[accuracy["probe"] != "clean"]
     kinds = []
-    for probe in [p for p in PROBE_WORDS if p in set(probed["probe"])]:  # the stage's order of probes
+    for probe in [p for p in W.PROBE_WORDS if p in set(probed["probe"])]:  # the stage's order of probes
         rows = probed[probed["probe"] == probe]
-        levels = ", ".join(_level(probe, v) for v in sorted(rows["level"].unique()))
+        levels = ", ".join(W.level(probe, v) for v in sorted(rows["level"].unique()))
         found = list(dict.fromkeys(rows["variant"].astype(str)))
-        ordered = [v for v in VARIANT_WORDS if v in found] + [v for v in found if v not in VARIANT_WORDS]
-        variants = ", ".join(v.replace("_", " ") if probe == "corruption" else VARIANT_WORDS[v] for v in ordered)
-        kinds.append(f"{PROBE_WORDS.get(probe, probe)} ({variants + ': ' if variants else ''}{levels})")
+        ordered = [v for v in W.VARIANT_WORDS if v in found] + [v for v in found if v not in W.VARIANT_WORDS]
+        variants = ", ".join(v.replace("_", " ") if probe == "corruption" else W.VARIANT_WORDS[v] for v in ordered)
+        kinds.append(f"{W.PROBE_WORDS.get(probe, probe)} ({variants + ': ' if variants else ''}{levels})")
     return (f"All {int(s['runs'])} runs are probed on the same {int(s['images']):,} test images{whole}, drawn with "
             f"seed {int(s['image_seed'])}, under {int(s['conditions'])} conditions: the clean images, "
             + "; ".join(kinds) + " (docs/robustness.md). "
@@ -122,7 +83,7 @@ def headline_contrast_sentences(contrasts: pd.DataFrame) -> list[str]:
     for (comparison, _, condition), g in contrasts.groupby(["comparison", "order", "condition"], sort=True):
         a, b = comparison.split(" - ")
         g = g.sort_values("train_images")
-        parts = "; ".join(f"at {images(r.train_images)} {_clause(r, a, b)}" for r in g.itertuples())
+        parts = "; ".join(f"at {images(r.train_images)} {W.clause(r, a, b)}" for r in g.itertuples())
         trend = g.iloc[0]
         if pd.isna(trend["slope_per_decade"]):
             change = "no trend with data can be fitted (fewer than 2 fractions without step-bound runs)"
@@ -136,7 +97,7 @@ def headline_contrast_sentences(contrasts: pd.DataFrame) -> list[str]:
                 change = f"the contrast changes by {value} ({ci}, {used})"
             else:
                 change = f"no detectable trend with data ({value}, {ci}, {used})"
-        out.append(f"{_minus(comparison)}, {condition}: {parts}; {change}.")
+        out.append(f"{W.minus(comparison)}, {condition}: {parts}; {change}.")
     return out
 
 
@@ -148,7 +109,7 @@ def win_sentences(contrasts: pd.DataFrame, what: str) -> list[str]:
     for comparison, g in probed.groupby("comparison", sort=False):
         a, b = comparison.split(" - ")
         if not g["inference"].all():
-            out.append(f"{_minus(comparison)}, {what}: {plural(int(g['seeds'].min()), 'seed')}, so no difference is "
+            out.append(f"{W.minus(comparison)}, {what}: {plural(int(g['seeds'].min()), 'seed')}, so no difference is "
                        f"inferred (at least {MIN_SEEDS} are needed); the tables give the means.")
             continue
         every = g["fraction"].nunique()
@@ -163,14 +124,14 @@ def win_sentences(contrasts: pd.DataFrame, what: str) -> list[str]:
         else:
             groups = []
             for (probe, variant), rows in ahead.groupby(["probe", "variant"], sort=False):
-                levels = "; ".join(f"{_level(probe, level)} at {_sizes(at, every)}"
+                levels = "; ".join(f"{W.level(probe, level)} at {W.sizes(at, every)}"
                                    for level, at in rows.groupby("level", sort=True))
-                groups.append(f"{_condition(probe, variant)}: {levels}")
+                groups.append(f"{W.condition(probe, variant)}: {levels}")
             where = f"{a} is ahead under " + " | ".join(groups)
-        per_probe = ", ".join(f"{PROBE_WORDS.get(p, p)} {len(rows)} of {len(g[g['probe'] == p])}"
+        per_probe = ", ".join(f"{W.PROBE_WORDS.get(p, p)} {len(rows)} of {len(g[g['probe'] == p])}"
                               for p, rows in behind.groupby("probe", sort=False))
         against = f"; {b} is ahead in {per_probe}" if per_probe else ""
-        out.append(f"{_minus(comparison)}, {what} (Holm-adjusted): {counts}. {where}{against}.")
+        out.append(f"{W.minus(comparison)}, {what} (Holm-adjusted): {counts}. {where}{against}.")
     return out
 
 
@@ -183,9 +144,10 @@ def flip_sentences(flips: pd.DataFrame) -> list[str]:
         return [f"No flip of the winner along a probe's levels is supported by the adjusted intervals; the mean "
                 f"contrast changes sign along {changes} of {len(flips)} probe curves (comparison × probe × fraction)."]
     listed = "; ".join(
-        f"{r.direction} at {images(r.train_images)} under {_condition(r.probe, r.variant)}: behind "
-        + ("on the clean images" if r.significant_from_level == 0 else f"at {_level(r.probe, r.significant_from_level)}")
-        + f", ahead at {_level(r.probe, r.significant_to_level)}"
+        f"{r.direction} at {images(r.train_images)} under {W.condition(r.probe, r.variant)}: behind "
+        + ("on the clean images" if r.significant_from_level == 0
+           else f"at {W.level(r.probe, r.significant_from_level)}")
+        + f", ahead at {W.level(r.probe, r.significant_to_level)}"
         for r in claimed.itertuples())
     return [f"Flips of the winner supported by the adjusted intervals ({len(claimed)} of {len(flips)} probe curves): "
             f"{listed}."]
@@ -212,11 +174,11 @@ def consistency_sentences(summary: pd.DataFrame, contrasts: pd.DataFrame, min_se
                "of change): " + "; ".join(parts) + ".")
     for comparison, g in contrasts.groupby("comparison", sort=False):
         a, b = comparison.split(" - ")
-        clauses = "; ".join(f"{VARIANT_WORDS.get(d, d)} at {images(r.train_images)} {_clause(r, a, b)}"
+        clauses = "; ".join(f"{W.VARIANT_WORDS.get(d, d)} at {images(r.train_images)} {W.clause(r, a, b)}"
                             for d, rows in g.groupby("variant", sort=False)
                             for r in rows.sort_values("train_images").itertuples()
                             if r.fraction in ends)
-        out.append(f"1-px consistency (1 − that share), {_minus(comparison)}: {clauses}.")
+        out.append(f"1-px consistency (1 − that share), {W.minus(comparison)}: {clauses}.")
     return out
 
 
@@ -244,19 +206,17 @@ def mce_sentences(table: pd.DataFrame) -> list[str]:
     return out
 
 
-def robustness_findings(tables: dict[str, pd.DataFrame | None] | None, min_seeds: int = MIN_SEEDS) -> list[str]:
-    """The bullets of "Where the ViT wins", from the stage's tables (``None``: the stage did not run)."""
-    if tables is None:
-        return []
-    accuracy = tables["contrasts_accuracy"]
-    out = [setup_sentence(tables["probe_set"], accuracy)]
-    out += headline_sentences(tables["headline"], min_seeds)
-    out += headline_contrast_sentences(tables["headline_contrasts"])
+def robustness_findings(tables: dict[str, pd.DataFrame], min_seeds: int = MIN_SEEDS) -> list[str]:
+    """The bullets of "Where the ViT wins", from the stage's tables (:func:`read_robustness`)."""
+    accuracy = tables[robustness.CONTRASTS_ACCURACY]
+    out = [setup_sentence(tables[robustness.PROBE_SET], accuracy)]
+    out += headline_sentences(tables[robustness.HEADLINE], min_seeds)
+    out += headline_contrast_sentences(tables[robustness.HEADLINE_CONTRASTS])
     out += win_sentences(accuracy, "top-1")
-    out += win_sentences(tables["contrasts_retained"], "retained accuracy (probe / clean)")
-    out += flip_sentences(tables["winner_flips"])
-    out += consistency_sentences(tables["consistency"], tables["contrasts_consistency"], min_seeds)
-    out += mce_sentences(tables["mce"])
+    out += win_sentences(tables[robustness.CONTRASTS_RETAINED], "retained accuracy (probe / clean)")
+    out += flip_sentences(tables[robustness.WINNER_FLIPS])
+    out += consistency_sentences(tables[robustness.CONSISTENCY], tables[robustness.CONTRASTS_CONSISTENCY], min_seeds)
+    out += mce_sentences(tables[robustness.MCE])
     return out
 
 
@@ -274,3 +234,37 @@ def headline_table(values: pd.DataFrame, min_seeds: int = MIN_SEEDS) -> str:
         rows.append({"model": model, "fraction": fraction, "train_images": int(g["train_images"].iloc[0]),
                      "seeds": int(g["seeds"].min()), **{c: by.get(c, "–") for c in conditions}})
     return markdown_table(pd.DataFrame(rows))
+
+
+def _section(sources: Sources) -> list[str]:
+    tables = read_robustness(sources.tables / robustness.FOLDER)
+    lines = ["## Robustness probes", "",
+             "Top-1 at the headline conditions, mean and t-interval over seeds (%):", "",
+             headline_table(tables[robustness.HEADLINE]), ""]
+    for stem, caption in _CAPTIONS:
+        lines += [sources.figure(robustness.FOLDER, stem, caption), ""]
+    mce = tables[robustness.MCE]
+    if not mce.empty:
+        lines += ["Mean corruption error against the reference CNN of the same fraction and seed (1: as robust); "
+                  "`adj_*`: Holm-adjusted across fractions:", "",
+                  markdown_table(mce[["model", "measure", "train_images", "seeds", "mean", "ci_low", "ci_high",
+                                      "adj_ci_low", "adj_ci_high", "significant"]], 3), ""]
+    lines += [f"Every condition's means, contrasts, trends and flips: `reports/tables/{robustness.FOLDER}/` (CSV and "
+              "LaTeX).", ""]
+    return lines
+
+
+_CAPTIONS = (
+    (robustness.OCCLUSION, "Top-1 against the share of grid cells set to black: the ViT's patch grid (solid) and the "
+                           "same grid offset by half a cell (dashed); bands: t-intervals over seeds."),
+    (robustness.REARRANGEMENT, "Top-1 when the cells of a grid are permuted per image (patch shuffle)."),
+    (robustness.TRANSLATION, "Top-1 against a shift with zero fill along x (solid), y (dashed) and the diagonal "
+                             "(dotted)."),
+    (robustness.CORRUPTION_ERRORS, "Each corruption's error relative to the reference CNN (summed over severities; "
+                                   "1: as robust, below 1: more robust); bars: t-intervals over seeds."),
+    (robustness.CONTRASTS_FIGURE, "Top-1 differences from the reference CNN at the headline conditions against "
+                                  "training images; bars: Holm-adjusted intervals, filled where they exclude 0."))
+_NEEDS = tuple((robustness.FOLDER, name) for name in TABLES)
+FINDINGS = Part(lambda sources: robustness_findings(read_robustness(sources.tables / robustness.FOLDER)),
+                needs=_NEEDS)
+SECTION = Part(_section, needs=_NEEDS)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from study import robustness
 from study.core import runtime
 from study.robustness import contrasts as R
 from study.outputs.figure_style import save_figure
@@ -79,53 +80,65 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     with atomic_dir(tables) as tmp:
         write_table(pd.DataFrame([{**recorded, "test_images": len(data.test_labels), "runs": len(models),
                                    "conditions": len(probes), "confidence": conf, "reference": reference}]),
-                    tmp / "probe_set", "The fixed set of test images every run is probed on (images, the seed that "
+                    tmp / robustness.PROBE_SET,
+                    "The fixed set of test images every run is probed on (images, the seed that "
                     "drew them and every probe's random choices), the runs and the conditions scored.")
-        write_table(pd.DataFrame({"test_index": chosen}), tmp / "probe_images",
+        write_table(pd.DataFrame({"test_index": chosen}), tmp / robustness.PROBE_IMAGES,
                     f"Indices in the test set of the {where}.", 0)
-        write_table(table, tmp / "robustness_runs", f"Every run under every condition on {where}: top-1 and "
+        write_table(table, tmp / robustness.RUNS, f"Every run under every condition on {where}: top-1 and "
                     "retained accuracy (top-1 / clean top-1 of the same run).")
-        write_table(summary, tmp / "robustness", f"Top-1 and retained accuracy per model, fraction, probe and level "
+        write_table(summary, tmp / robustness.SUMMARY,
+                    f"Top-1 and retained accuracy per model, fraction, probe and level "
                     f"on {where}: mean and {pct} t-interval over seeds.")
-        write_table(accuracy, tmp / "contrasts_accuracy", f"Top-1 contrasts against {reference}, paired by seed: "
+        write_table(accuracy, tmp / robustness.CONTRASTS_ACCURACY,
+                    f"Top-1 contrasts against {reference}, paired by seed: "
                     f"mean, {pct} t-interval, interval {holm}; equivalence bound where no difference is detected.")
-        write_table(retained, tmp / "contrasts_retained", f"Retained-accuracy (probe / clean) contrasts against "
+        write_table(retained, tmp / robustness.CONTRASTS_RETAINED,
+                    f"Retained-accuracy (probe / clean) contrasts against "
                     f"{reference}, paired by seed: mean, {pct} t-interval, interval {holm}; equivalence bound "
                     "where no difference is detected.")
-        write_table(shifts, tmp / "consistency_runs", "Share of predictions a 1-px shift changes from the clean "
+        write_table(shifts, tmp / robustness.CONSISTENCY_RUNS,
+                    "Share of predictions a 1-px shift changes from the clean "
                     "ones (changed) and its complement (consistency), per run and direction.")
-        write_table(R.summarise(shifts, conf, values=("consistency",)), tmp / "consistency",
+        write_table(R.summarise(shifts, conf, values=("consistency",)), tmp / robustness.CONSISTENCY,
                     f"1-px shift consistency per model and fraction: mean and {pct} t-interval over seeds.")
-        write_table(stable, tmp / "contrasts_consistency", f"1-px shift consistency contrasts against {reference}, "
+        write_table(stable, tmp / robustness.CONTRASTS_CONSISTENCY,
+                    f"1-px shift consistency contrasts against {reference}, "
                     f"paired by seed, interval {holm}.")
-        write_table(trends, tmp / "contrast_trends", f"Slope of each per-seed contrast (points) per decade of "
+        write_table(trends, tmp / robustness.CONTRAST_TRENDS, f"Slope of each per-seed contrast (points) per decade of "
                     f"training images, {pct} t-interval over seeds; fractions with step-bound runs left out.")
-        write_table(flips, tmp / "winner_flips", "Along each probe's levels (clean = level 0): sign changes of the "
+        write_table(flips, tmp / robustness.WINNER_FLIPS,
+                    "Along each probe's levels (clean = level 0): sign changes of the "
                     "mean top-1 contrast, and a flip of the winner claimed only where the adjusted intervals are "
                     "significant with opposite signs at a lower and a higher level.")
-        write_table(mce, tmp / "mce", f"Mean corruption error against {reference} of the same fraction and seed "
+        write_table(mce, tmp / robustness.MCE,
+                    f"Mean corruption error against {reference} of the same fraction and seed "
                     f"(plain and relative to the clean error; 1 = as robust), mean and {pct} t-interval over seeds, "
                     "and the interval of its difference from 1 Holm-adjusted across fractions.")
-        write_table(ce, tmp / "corruption_errors", f"Corruption error per corruption against {reference} (errors "
+        write_table(ce, tmp / robustness.CORRUPTION_ERRORS,
+                    f"Corruption error per corruption against {reference} (errors "
                     f"summed over severities), mean and {pct} t-interval over seeds.")
-        write_table(values, tmp / "headline", f"Top-1 at the headline conditions, per model and fraction, mean and "
+        write_table(values, tmp / robustness.HEADLINE,
+                    f"Top-1 at the headline conditions, per model and fraction, mean and "
                     f"{pct} t-interval over seeds.")
-        write_table(headline, tmp / "headline_contrasts", f"Top-1 contrasts at the headline conditions ({holm}) "
+        write_table(headline, tmp / robustness.HEADLINE_CONTRASTS,
+                    f"Top-1 contrasts at the headline conditions ({holm}) "
                     f"and their slope per decade of training images ({pct} t-interval over seeds).")
-        write_table(cost, tmp / "cost", "Where the stage's time went: making each probe's images (once, for every "
+        write_table(cost, tmp / robustness.COST,
+                    "Where the stage's time went: making each probe's images (once, for every "
                     "run) and scoring them with each model.", 2)
     side_label = f"cells dropped (%) of the {grid}x{grid} grid"
     with atomic_dir(figures) as tmp:
-        for probe, xlabel, options in (("occlusion", side_label, {"share": True}),
-                                       ("rearrangement", "cells per side permuted", {"categorical": True}),
-                                       ("translation", "shift (px)", {})):
+        for probe, xlabel, options in ((robustness.OCCLUSION, side_label, {"share": True}),
+                                       (robustness.REARRANGEMENT, "cells per side permuted", {"categorical": True}),
+                                       (robustness.TRANSLATION, "shift (px)", {})):
             shown = summary[summary["probe"] == probe]
             if not shown.empty:
                 save_figure(probe_figure(summary, probe, xlabel, conf, **options), tmp / probe, shown)
         if not ce.empty:
-            save_figure(corruption_figure(ce, conf), tmp / "corruption_errors", ce)
+            save_figure(corruption_figure(ce, conf), tmp / robustness.CORRUPTION_ERRORS, ce)
         if not headline.empty and (headline["comparison"].nunique() > 0):
-            save_figure(contrasts_figure(headline), tmp / "contrasts", headline)
+            save_figure(contrasts_figure(headline), tmp / robustness.CONTRASTS_FIGURE, headline)
     seconds = time.perf_counter() - tic
     scored = len(models) * len(probes) * len(chosen)
     return (f"robustness: {len(models)} runs x {len(probes)} conditions x {len(chosen):,} images "

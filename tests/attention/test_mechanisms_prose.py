@@ -16,7 +16,7 @@ from study.attention import study as A
 from study.representations import similarity as S
 from study.representations.depth import across_depth_mean
 from study.attention.report import attention_findings
-from study.report.limitations import analysis_limitations
+from study.representations import report as cka_report
 from study.representations.report import cka_findings
 from study.outputs.tables import read_table
 
@@ -62,7 +62,7 @@ def cka(tables: Path, reference: float = 1.0) -> list[str]:
 
 
 def cka_limitations(tables: Path) -> list[str]:
-    return analysis_limitations(read_table(tables / "cka" / "cka_to_full.csv"), None, None)
+    return cka_report.cka_limitations(read_table(tables / "cka" / "cka_to_full.csv"), None)
 
 
 def attention(tables: Path) -> list[str]:

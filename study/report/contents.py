@@ -1,0 +1,46 @@
+"""The report's table of contents: which question writes each part, in the order the report prints them.
+
+The renderer (:mod:`study.report.render`) iterates these lists and nothing else; a question's parts, the tables
+they read and their wording are its own (``study/<question>/report.py``, :class:`study.report.section.Part`).
+
+- :data:`FINDINGS`: the subsections of "Findings", each a heading and the parts whose sentences it lists as
+  bullets (representations and attention share one); a subsection with no sentence is left out, heading and all
+  (a study without priors, or whose stages wrote none of its tables).
+- :data:`SECTIONS`: the detailed sections after "Setup", each left out where its tables are absent (a study
+  without a budget check, without distillation, without ConViT).
+- :data:`LIMITATIONS`: the design's caveats, then those of the CKA and attention analyses.
+"""
+
+from __future__ import annotations
+
+from study.attention import report as attention
+from study.budget_check import report as budget_check
+from study.distillation import report as distillation
+from study.efficiency import report as efficiency
+from study.priors import report as priors
+from study.report import limitations
+from study.report.section import Part
+from study.representations import report as representations
+from study.robustness import report as robustness
+
+FINDINGS: tuple[tuple[str, tuple[Part, ...]], ...] = (
+    ("### Accuracy against training-set size", (efficiency.ACCURACY,)),
+    ("### Convergence", (efficiency.CONVERGENCE,)),
+    ("#### Budget check", (budget_check.FINDINGS,)),  # under Convergence: what training longer showed
+    ("### Distillation", (distillation.FINDINGS,)),
+    ("### Priors: what each buys, and what it costs on scrambled images", (priors.FINDINGS,)),
+    ("### Representations and attention", (representations.FINDINGS, attention.FINDINGS)),
+    ("### Where the ViT wins", (robustness.FINDINGS,)),
+)
+
+SECTIONS: tuple[Part, ...] = (
+    efficiency.SECTION,  # "Data efficiency", closed by the distilled model's heads
+    budget_check.SECTION,  # below the curves whose runs it trains again
+    distillation.SECTION,
+    representations.SECTION,
+    attention.SECTION,
+    priors.SECTION,  # ConViT's gates, a subsection of "Attention"
+    robustness.SECTION,
+)
+
+LIMITATIONS: tuple[Part, ...] = (limitations.DESIGN, representations.LIMITATIONS, attention.LIMITATIONS)
