@@ -27,7 +27,6 @@ steps, seconds), and a Markdown table with one row per lever.
 
 from __future__ import annotations
 
-import copy
 import tempfile
 import time
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from study.data.subsets import subset_file
 from study.core.errors import StudyError
 from study.core.io import atomic_path, read_json
 from study.outputs.tables import markdown_table
+from study.presets import merged as merge  # a delta merges into the base as a preset does into params.yaml
 
 _COLUMNS = ["lever", "setting", "model", "fraction", "seed", "val_top1", "val_loss", "train_top1",
             "still_improving", "val_loss_change_last_quarter", "steps", "epochs", "train_seconds"]
@@ -54,19 +54,6 @@ class Trial:
     fraction: float
     seed: int
     delta: dict
-
-
-def merge(base: dict, delta: dict) -> dict:
-    """``base`` with ``delta`` merged in, mappings recursively; a ``None`` value removes the key."""
-    out = copy.deepcopy(base)
-    for key, value in delta.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def read_grid(path: Path) -> tuple[dict, list[Trial]]:

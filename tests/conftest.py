@@ -222,24 +222,37 @@ def assert_costs_like_study_vit(name: str, arch_args: dict, within: float = 0.1)
 
 # --- the smoke study, run once per test session -----------------------------------------------------
 
-def copy_project(dest: Path) -> Path:
-    """A fresh git + DVC working copy of this project (tracked and untracked, not ignored, files)."""
-    import shutil
-    import subprocess
+def copy_project(dest: Path, preset: str | None = None) -> Path:
+    """A fresh git + DVC working copy of this project (tracked and untracked, not ignored, files; no outputs), as
+    `study preset` writes one: with configs/<preset>.yaml merged over params.yaml, or params.yaml as it is."""
+    from study.presets import preset_comment, preset_params, working_copy
 
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=ROOT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")
-    for rel in filter(None, listed):
-        src = ROOT / rel
-        if src.is_file() and not rel.startswith(("reports/", "runs/", "data/")) and rel != "dvc.lock":
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / rel)
-    shutil.copytree(ROOT / ".dvc", dest / ".dvc", ignore=shutil.ignore_patterns("tmp", "cache"), dirs_exist_ok=True)
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"]):
-        subprocess.run(["git", *args], cwd=dest, check=True, capture_output=True)
-    return dest
+    if preset is None:
+        return working_copy(ROOT, dest)
+    return working_copy(ROOT, dest, preset_params(ROOT, preset), preset_comment(ROOT, preset))
+
+
+def study_files() -> list[str]:
+    """The default study and every preset, by file name: "params.yaml", then configs/' presets ("quick.yaml", ...)."""
+    from study.presets import preset_names
+
+    return ["params.yaml", *(f"{name}.yaml" for name in preset_names(ROOT))]
+
+
+def study_raw(file: str) -> dict:
+    """The parameters of a study of :func:`study_files` as a mapping: params.yaml's, or the preset merged over it."""
+    from study.presets import preset_params, read_mapping
+
+    if file == "params.yaml":
+        return read_mapping(ROOT / "params.yaml")
+    return preset_params(ROOT, file.removesuffix(".yaml"))
+
+
+def load_study(file: str):
+    """The validated parameters of a study of :func:`study_files` (see :func:`study_raw`)."""
+    from study.core.config import parse_params
+
+    return parse_params(study_raw(file), source=file if file == "params.yaml" else f"configs/{file}")
 
 
 def dvc(*args: str, cwd: Path, check: bool = True):
@@ -277,11 +290,8 @@ def pytest_collection_modifyitems(items) -> None:
 
 @pytest.fixture(scope="session")
 def smoke_study(tmp_path_factory) -> Path:
-    """A copy of the project with the smoke preset as params.yaml, after a full `dvc repro`."""
-    import shutil
-
-    project = copy_project(tmp_path_factory.mktemp("smoke"))
-    shutil.copy(ROOT / "configs" / "smoke.yaml", project / "params.yaml")
+    """A copy of the project with the smoke preset merged over params.yaml, after a full `dvc repro`."""
+    project = copy_project(tmp_path_factory.mktemp("smoke"), preset="smoke")
     dvc("repro", cwd=project)
     return project
 

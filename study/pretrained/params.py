@@ -51,7 +51,7 @@ def load_pretrained_params(path: str | Path) -> PretrainedParams:
     """Read and validate the preset at ``path``; a one-line StudyError on the first problem."""
     path = Path(path)
     if not path.is_file():
-        raise StudyError(f"{path}: no such parameters file; copy configs/pretrained.yaml there or pass --params")
+        raise StudyError(f"{path}: no such parameters file; pass --params (pretrained/dvc.yaml reads configs/pretrained.yaml)")
     try:
         raw: Any = yaml.safe_load(path.read_text())
         params = TypeAdapter(PretrainedParams).validate_python(raw)

@@ -1,7 +1,8 @@
 """``study gpu-acceptance``: the steps of :mod:`study.infra.bench.acceptance`, results into ``--out``.
 
-Run from the project root. ``--params`` is the default study; ``--smoke`` swaps every preset for
-configs/smoke.yaml, the models for toy sizes, and runs one training stage of it for the default study.
+Run from the project root. ``--params`` is the default study; ``--smoke`` swaps every preset for the smoke preset
+(configs/smoke.yaml merged over params.yaml, as every preset is), the models for toy sizes, and runs one training
+stage of it for the default study.
 ``--merge``: run nothing; gather the folders of earlier calls (one per device call) into ``--out`` and render it;
 with ``--compare-runs``, also set the default study's GPU runs beside the CPU runs of that table
 (:mod:`study.infra.bench.device_runs`).
@@ -21,9 +22,10 @@ from study.infra.bench.device_runs import compare, paired_runs, runs_from_log
 from study.infra.bench.from_params import bench_models, bench_shape
 from study.infra.bench.profile import profile_models
 from study.infra.bench.scratch_repro import scratch_copy, timed_repro
-from study.core.config import load_params
+from study.core.config import parse_params
 from study.core.errors import StudyError
 from study.core.entry import configured
+from study.presets import preset_params, preset_text
 
 # Where scripts/device-kit puts the default study's dataset for a device machine, which cannot download it.
 KIT_DATASET = Path(".kit", "fashion-mnist")
@@ -35,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--step", action="append", choices=acc.STEPS,
                    help="run only this step (repeatable; default: all, in this order); each is sized for one 10-minute "
                    "device call, and a later call adds its rows to --out")
-    p.add_argument("--smoke", action="store_true", help="toy sizes and configs/smoke.yaml: the CPU check CI runs")
+    p.add_argument("--smoke", action="store_true", help="toy sizes and the smoke preset: the CPU check CI runs")
     p.add_argument("--time-limit", type=float, default=540.0, help="seconds after which a `dvc repro` is stopped "
                    "(default 540)")
     p.add_argument("--dataset-files", type=Path, help="Fashion-MNIST's IDX files, copied into the scratch copy's "
@@ -69,7 +71,7 @@ def main(args: argparse.Namespace) -> str:
     steps = args.step or list(acc.STEPS)
     # The presets whose models are benched; cifar100_gpu's are cifar10_gpu's with a 100-class head.
     names = ["smoke"] if args.smoke else ["fashionmnist_gpu", "cifar10_gpu"]
-    presets = {name: load_params(root / "configs" / f"{name}.yaml") for name in names}
+    presets = {name: parse_params(preset_params(root, name), source=f"configs/{name}.yaml") for name in names}
     device = runtime.pick_device(params.train.device)
     if device.type == "cuda":
         runtime.configure(threads=params.train.threads, deterministic=False)  # cuDNN autotuning, as the presets
@@ -94,18 +96,18 @@ def main(args: argparse.Namespace) -> str:
             acc.merge_csv(out / "kernels.csv", kernels, step)
             done.append(f"{step}: {len(summary)} models")
             continue
-        study_path = root / "configs" / "smoke.yaml" if args.smoke else (
-            args.params if step == "default-study" else root / "configs" / "fashionmnist_gpu.yaml")
-        study = load_params(study_path)
+        name = "smoke" if args.smoke else (None if step == "default-study" else "fashionmnist_gpu")
+        study = presets[name] if name else params
+        label, text = (f"{name}.yaml", preset_text(root, name)) if name else (args.params.name, args.params.read_text())
         targets = ([f"train@{study.baselines[0]}-{study.fractions[0]}-{study.seeds[0]}"]
                    if args.smoke and step == "default-study" else [])
         limit = min(args.time_limit, 12.0) if args.smoke and step == "gpu-preset" else args.time_limit  # the stop
         files = dataset_files if study.data.dataset == "fashionmnist" else None
         with tempfile.TemporaryDirectory(prefix="study-acceptance-") as scratch:
-            project = scratch_copy(root, Path(scratch) / "project", study_path, files, study.data.root)
+            project = scratch_copy(root, Path(scratch) / "project", text, files, study.data.root)
             rows, summary = timed_repro(project, targets, limit, out / f"dvc-{step}.log")
         acc.merge_csv(out / "stages.csv", pd.DataFrame(rows, columns=["stage", "seconds", "status"]), step)
-        acc.merge_csv(out / "studies.csv", pd.DataFrame([{**summary, "params": study_path.name}]), step)
+        acc.merge_csv(out / "studies.csv", pd.DataFrame([{**summary, "params": label}]), step)
         done.append(f"{step}: {summary['stages_done']} stage(s) in {summary['seconds']:.0f} s"
                     + (" (stopped at the time limit)" if summary["stopped"] else "")
                     + ("" if summary["returncode"] == 0 or summary["stopped"] else " (FAILED, see the log)"))

@@ -425,15 +425,14 @@ def test_attention_findings_put_the_head_mean_beside_the_most_local_head():
 def test_a_run_keeps_the_weights_it_started_from(tmp_path, monkeypatch):
     """The train stage writes init.pt: exactly the model it built, before any step (captured here from the
     builder), with the run's spec; the final weights differ from it."""
-    import yaml
-
     from study.core.config import parse_params
     import study.data.stage_prepare as prepare_stage
     import study.data.stage_subsets as subsets_stage
     import study.train.stage as train_stage_module
+    from study.presets import preset_params
     from study.train.artifacts import load_trained
 
-    smoke = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs" / "smoke.yaml").read_text())
+    smoke = preset_params(Path(__file__).resolve().parents[2], "smoke")
     smoke["budget"].update(epochs=0.05, min_steps=2)  # two steps are enough to move every weight
     params = parse_params(smoke)
     prepare_stage.run(params, tmp_path / "prepared")

@@ -51,26 +51,24 @@ def test_every_study_preset_checks_its_largest_fraction():
     preset without the section would not parse. Every preset checks its largest fraction (the GPU presets and the
     quick one their smallest too; the CPU studies cannot afford it in their time); the smoke preset checks its
     smaller fraction only, at that fraction's cost."""
-    from study.core.config import load_params
+    from tests.conftest import load_study, study_files
 
-    configs = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")
-    presets = [ROOT / "params.yaml", *configs]
-    checked = {path.name: load_params(path).budget_check.fractions for path in presets}
+    checked = {name: load_study(name).budget_check.fractions for name in study_files()}
     assert checked == {"params.yaml": (0.04,), "quick.yaml": (0.01, 1.0), "distillation.yaml": (0.02,),
                        "distillation_soft.yaml": (0.02,),
                        "priors.yaml": (0.02,), "priors_10pct.yaml": (0.005,), "small_data.yaml": (0.005,),
                        "fashionmnist_gpu.yaml": (0.01, 1.0), "cifar10_gpu.yaml": (0.01, 1.0),
                        "cifar100_gpu.yaml": (0.01, 1.0), "smoke.yaml": (0.5,), "check_4pct.yaml": (0.04,)}
-    extra = {path.name: load_params(path).budget_check.seeds for path in presets}
+    extra = {name: load_study(name).budget_check.seeds for name in study_files()}
     assert extra == {name: () for name in checked} | {"check_4pct.yaml": (3, 4, 5, 6, 7, 8, 9)}
 
 
 def test_the_4pct_check_preset_is_the_default_study_at_its_largest_fraction():
     """configs/check_4pct.yaml reruns the default's budget check with 10 seeds: its runs at 4% must be the default's
     (same data, models, budget and training settings), or the check would not be about the default's runs."""
-    from study.core.config import load_params
+    from tests.conftest import load_study
 
-    default, check = load_params(ROOT / "params.yaml"), load_params(ROOT / "configs" / "check_4pct.yaml")
+    default, check = load_study("params.yaml"), load_study("check_4pct.yaml")
     assert check.fractions == (max(default.fractions),) and check.seeds == default.seeds
     assert check.check_seeds == tuple(range(10))
     for field in ("data", "baselines", "models", "budget", "distill", "train"):
@@ -432,8 +430,8 @@ def test_the_check_stages_render_one_per_extra_seed(tmp_path):
     preset every model at the study's budget and at twice it, per extra seed (the student after its teacher)."""
     from tests.distillation.test_no_distillation import _stages
 
-    assert not [s for s in _stages(tmp_path, "params.yaml") if s.startswith("check_")]
-    stages = _stages(tmp_path, "configs/check_4pct.yaml")
+    assert not [s for s in _stages(tmp_path, None) if s.startswith("check_")]
+    stages = _stages(tmp_path, "check_4pct")
     extra = range(3, 10)
     assert {s for s in stages if s.startswith("check_")} == (
         {f"check_1x@{m}-0.04-{s}" for m in ("resnet", "vit") for s in extra}
@@ -468,9 +466,9 @@ def test_the_committed_4pct_check_follows_from_its_run_pairs_and_shares_the_defa
     """reports/check_4pct/ (configs/check_4pct.yaml, `dvc repro budget_check`): its verdicts follow from its own
     per-run table under the preset's confidence and tolerance, it has every seed of the preset, and its seeds 0-2
     are the default study's runs (the same top-1 at both budgets as the default's committed check)."""
-    from study.core.config import load_params
+    from tests.conftest import load_study
 
-    params = load_params(ROOT / "configs" / "check_4pct.yaml")
+    params = load_study("check_4pct.yaml")
     folder = ROOT / "reports" / "check_4pct" / "tables" / "budget_check"
     pairs, cells = pd.read_csv(folder / "runs.csv"), pd.read_csv(folder / "budget_check.csv")
     assert sorted(set(pairs["seed"])) == list(params.check_seeds) and len(pairs) == 3 * len(params.check_seeds)

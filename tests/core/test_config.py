@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from study.core.config import load_params, parse_params
+from study.core.config import parse_params
 from study.core.errors import StudyError
+from study.presets import preset_params
+from tests.conftest import load_study, study_files
 
 ROOT = Path(__file__).resolve().parents[2]
-SMOKE = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+SMOKE = preset_params(ROOT, "smoke")  # configs/smoke.yaml merged over params.yaml
 
 
 def with_change(path: str, value):
@@ -30,7 +32,7 @@ def with_change(path: str, value):
 
 
 # The study's presets; configs/pretrained.yaml parameterises the pretrained analysis (its own schema and tests).
-STUDY_PRESETS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")
+STUDY_PRESETS = study_files()[1:]
 # Studies that stop below full data (their analyses compare with the largest fraction): the default study, the
 # distillation, priors and small-data presets, where 30 (60) epochs of full data do not fit the CPU's time budget.
 BELOW_FULL_DATA = {"params.yaml", "distillation.yaml", "distillation_soft.yaml", "priors.yaml", "priors_10pct.yaml",
@@ -38,23 +40,23 @@ BELOW_FULL_DATA = {"params.yaml", "distillation.yaml", "distillation_soft.yaml",
 
 
 def test_presets_and_default_params_are_valid():
-    for path in [ROOT / "params.yaml", *STUDY_PRESETS]:
-        params = load_params(path)
-        assert (1.0 in params.fractions) != (path.name in BELOW_FULL_DATA), path.name
+    for name in study_files():
+        params = load_study(name)
+        assert (1.0 in params.fractions) != (name in BELOW_FULL_DATA), name
         # every study distils a student but the priors studies, whose arms are the ViT's priors (no DeiT)
-        assert (params.distill is None) == path.name.startswith("priors"), path.name
+        assert (params.distill is None) == name.startswith("priors"), name
         if params.distill:
             assert params.trained_models[-1] == params.distill.student
 
 
-@pytest.mark.parametrize("path", STUDY_PRESETS, ids=lambda p: p.name)
-def test_preset_models_build_and_student_matches_vit(path):
+@pytest.mark.parametrize("name", STUDY_PRESETS)
+def test_preset_models_build_and_student_matches_vit(name):
     # Validation does not build models, so an arch_args key a builder rejects, or a patch size that does not
     # divide the image, would otherwise surface only in the training stage (on a GPU, for the GPU presets).
     from study.core.config import INPUT_SHAPES, NUM_CLASSES
     from study.models import build_model
 
-    params = load_params(path)
+    params = load_study(name)
     side, channels = INPUT_SHAPES[params.data.dataset]
     for model in params.models.values():
         build_model(model.arch, NUM_CLASSES[params.data.dataset], side, channels, **model.arch_args)

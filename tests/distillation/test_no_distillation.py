@@ -16,17 +16,20 @@ from study.core.config import parse_params
 from study.core.errors import StudyError
 from study.outputs.tables import read_table
 from study.distillation.stage import run as distillation
+from study.presets import header, params_text, preset_params
 
 ROOT = Path(__file__).resolve().parents[2]
 DVC = Path(sys.executable).with_name("dvc")
 
 
-def _stages(tmp_path: Path, preset: str) -> list[str]:
-    """The stage names DVC renders from the project's dvc.yaml with ``preset`` as params.yaml."""
-    project = tmp_path / Path(preset).stem
+def _stages(tmp_path: Path, preset: str | None) -> list[str]:
+    """The stage names DVC renders from the project's dvc.yaml with ``preset`` merged over params.yaml (none:
+    params.yaml itself)."""
+    project = tmp_path / (preset or "params")
     project.mkdir()
     shutil.copy(ROOT / "dvc.yaml", project / "dvc.yaml")
-    shutil.copy(ROOT / preset, project / "params.yaml")
+    (project / "params.yaml").write_text(params_text(preset_params(ROOT, preset)) if preset else
+                                         (ROOT / "params.yaml").read_text())
     subprocess.run([DVC, "init", "--no-scm", "-q"], cwd=project, check=True)
     listed = subprocess.run([DVC, "stage", "list", "--name-only"], cwd=project, check=True, capture_output=True,
                             text=True)
@@ -34,17 +37,17 @@ def _stages(tmp_path: Path, preset: str) -> list[str]:
 
 
 def test_distill_stages_follow_the_params_list(tmp_path):
-    with_student = _stages(tmp_path, "params.yaml")
+    with_student = _stages(tmp_path, None)
     params = parse_params(yaml.safe_load((ROOT / "params.yaml").read_text()))
     n_runs = len(params.fractions) * len(params.seeds)
     assert len([s for s in with_student if s.startswith("distill@d0-")]) == n_runs
-    without = _stages(tmp_path, "configs/priors.yaml")
+    without = _stages(tmp_path, "priors")
     assert not [s for s in without if s.startswith(("distill@", "distill_2x@"))]
     assert "distillation" in without and "report" in without
 
 
 def test_the_distillation_stage_of_a_study_without_a_student_writes_only_a_note(tmp_path):
-    params = parse_params(yaml.safe_load((ROOT / "configs" / "priors.yaml").read_text()))
+    params = parse_params(preset_params(ROOT, "priors"))
     assert params.distill is None and "deit" not in params.trained_models
     tables = tmp_path / "tables"
     line = distillation(params, tmp_path / "runs", tables)
@@ -59,7 +62,7 @@ def test_the_distillation_stage_of_a_study_without_a_student_writes_only_a_note(
     ([{"student": "deit"}, {"student": "deit"}], "at most one"),
 ])
 def test_distill_must_be_a_list_of_at_most_one(listed, message):
-    raw = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+    raw = preset_params(ROOT, "smoke")
     raw["distill"] = listed
     with pytest.raises(StudyError, match=message):
         parse_params(raw, source="params.yaml")
@@ -71,8 +74,7 @@ def test_the_smoke_study_without_its_student_repro_cleanly(smoke_study, tmp_path
     project = tmp_path / "study"
     shutil.copytree(smoke_study, project, symlinks=True, ignore=shutil.ignore_patterns("tmp"))
     text = (project / "params.yaml").read_text()
-    (project / "params.yaml").write_text(text.replace("distill: [{student: deit, teacher: resnet, kind: hard}]",
-                                                      "distill: []"))
+    (project / "params.yaml").write_text(params_text({**yaml.safe_load(text), "distill": []}, header(text)))
     for runs in ("runs", "runs_2x"):
         shutil.rmtree(project / runs / "deit")
     repro = dvc("repro", cwd=project)

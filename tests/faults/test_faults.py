@@ -42,8 +42,9 @@ from study.models import build_model
 from study.train.artifacts import read_checkpoint, save_trained
 from study.train.spec import RunSpec
 from study.train.losses import LabelLoss
+from study.presets import preset_params
 
-SMOKE = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+SMOKE = preset_params(ROOT, "smoke")  # configs/smoke.yaml merged over params.yaml
 # A run's output files, which `study train --run` writes into the run's folder.
 OUTPUTS = ("model.pt", "metrics.json", "history.csv", "resume.pt", "predictions.npy")
 

@@ -105,7 +105,7 @@ def test_a_failing_command_fails_its_stage_and_the_driver_still_sees_exit_status
 def test_gpus_with_an_address_or_below_zero_is_one_line(capsys):
     from study.core.cli import main
 
-    params = str(Path(__file__).resolve().parents[2] / "configs" / "smoke.yaml")
+    params = str(Path(__file__).resolve().parents[2] / "params.yaml")
     for args, message in ((["--address", "auto", "--gpus", "2"], "--gpus sizes the local Ray instance"),
                           (["--gpus", "-1"], "--gpus -1: give 0 or more")):
         assert main(["run", "--params", params, *args]) == 2

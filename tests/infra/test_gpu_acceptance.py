@@ -25,6 +25,7 @@ from study.infra.bench import device_runs
 from study.infra.bench import profile as bench_profile
 from study.infra.bench import scratch_repro
 from study.core.cli import main
+from study.presets import preset_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -170,7 +171,7 @@ def test_on_a_gpu_the_targets_are_judged_from_the_measured_rows():
 def test_bad_steps_and_a_folder_without_the_pipeline_are_one_line(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         main(["gpu-acceptance", "--out", str(tmp_path), "--step", "nope"])
-    (tmp_path / "params.yaml").write_text((ROOT / "configs" / "smoke.yaml").read_text())
+    (tmp_path / "params.yaml").write_text(preset_text(ROOT, "smoke"))
     monkeypatch.chdir(tmp_path)
     assert main(["gpu-acceptance", "--smoke", "--out", str(tmp_path / "out"), "--step", "bench"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -182,10 +183,11 @@ def test_without_git_the_scratch_copy_is_a_dvc_project_without_scm(tmp_path, mon
     which = scratch_repro.shutil.which
     monkeypatch.setattr(scratch_repro.shutil, "which",
                         lambda name, path=None: None if name == "git" else which(name, path=path))
-    project = scratch_repro.scratch_copy(ROOT, tmp_path / "copy", ROOT / "configs" / "smoke.yaml", None, "data/raw")
+    smoke = preset_text(ROOT, "smoke")
+    project = scratch_repro.scratch_copy(ROOT, tmp_path / "copy", smoke, None, "data/raw")
     assert not (project / ".git").exists() and not (project / "dvc.lock").exists()
     assert not {"runs", "reports", ".venv", ".kit"} & {p.name for p in project.iterdir()}
-    assert (project / "params.yaml").read_text() == (ROOT / "configs" / "smoke.yaml").read_text()
+    assert (project / "params.yaml").read_text() == smoke
     assert "train@resnet-0.5-0" in scratch_repro._run_dvc(project, "stage", "list", "--name-only").split()
 
 

@@ -67,11 +67,12 @@ def test_pretrained_preset_end_to_end(tmp_path):
     transformers = pytest.importorskip("transformers")
     project = copy_project(tmp_path / "project")
     work = project / "pretrained"
-    preset = yaml.safe_load((project / "configs" / "pretrained.yaml").read_text())
+    preset_path = project / "configs" / "pretrained.yaml"  # the stages read it in place (pretrained/dvc.yaml)
+    preset = yaml.safe_load(preset_path.read_text())
     preset["models"] = _checkpoints(work / "checkpoints", transformers)
     preset["images"]["count"] = 30
     preset["analysis"].update(batch_size=12, show=2, device="cpu")  # 2 whole batches: 24 images
-    (work / "params.yaml").write_text(yaml.safe_dump(preset, sort_keys=False))
+    preset_path.write_text(yaml.safe_dump(preset, sort_keys=False))
     _image_folder(work / "images", 31)
 
     dvc("repro", cwd=work)

@@ -34,12 +34,11 @@ def sha256(path: Path) -> str:
 
 
 def test_each_preset_report_has_a_title_naming_its_study():
-    from study.core.config import load_params
     from study.report.render import report_title
     from study.report.stage import setup_facts
+    from tests.conftest import load_study, study_files
 
-    presets = [ROOT / "params.yaml", *sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "pretrained.yaml")]
-    titles = {path.name: report_title(setup_facts(load_params(path))) for path in presets}
+    titles = {name: report_title(setup_facts(load_study(name))) for name in study_files()}
     assert len(set(titles.values())) == len(titles), titles
     assert titles["params.yaml"] == ("When does a Vision Transformer beat a CNN? Fashion-MNIST, 0.25%–4% of the "
                                      "training set, 30 epochs of each fraction's data, at least 300 steps")

@@ -22,11 +22,12 @@ from study.core.config import INPUT_SHAPES, load_params, parse_params
 from study.robustness.grids import check_robustness, occlusion_grid, rearrangement_grids
 from study.core.errors import StudyError
 
-from tests.conftest import dvc
+from study.presets import preset_params
+from tests.conftest import dvc, load_study, study_files
 
 ROOT = Path(__file__).resolve().parents[2]
-SMOKE = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
-QUICK = yaml.safe_load((ROOT / "configs" / "quick.yaml").read_text())  # a patch-7 ViT: a 4x4 grid on 28 px
+SMOKE = preset_params(ROOT, "smoke")  # the presets, merged over params.yaml
+QUICK = preset_params(ROOT, "quick")  # a patch-7 ViT: a 4x4 grid on 28 px
 
 
 def validated(raw, source: str = "params"):
@@ -98,19 +99,17 @@ def test_the_settings_checks_know_the_librarys_corruptions_and_limits():
 
 
 def test_every_preset_probes_the_vits_patch_grid():
-    for path in [ROOT / "params.yaml", *sorted((ROOT / "configs").glob("*.yaml"))]:
-        if path.name == "pretrained.yaml":
-            continue
-        params = load_params(path)
+    for name in study_files():
+        params = load_study(name)
         r, side = params.analysis.robustness, INPUT_SHAPES[params.data.dataset][0]
         patch = params.models["vit"].arch_args["patch_size"]
-        assert occlusion_grid(params) == side // patch and side // patch in rearrangement_grids(params), path.name
+        assert occlusion_grid(params) == side // patch and side // patch in rearrangement_grids(params), name
         assert len(rearrangement_grids(params)) >= 3 and max(r.translation.shifts) >= 4 and len(r.corruptions.severities) >= 3
         # At least 1,000 probe images (the CPU studies' number, for time): the binomial standard error of a top-1
         # near 70% is then 1.4 points, below the spread over seeds that the intervals carry. The priors presets
         # probe 500 (8 arms in its time; 2.0 points), as configs/priors.yaml's header says.
-        least = 500 if path.name.startswith("priors") else 1000
-        assert r.images >= least and r.occlusion.offset and max(r.occlusion.shares) >= 0.9, path.name
+        least = 500 if name.startswith("priors") else 1000
+        assert r.images >= least and r.occlusion.offset and max(r.occlusion.shares) >= 0.9, name
 
 
 def test_without_a_robustness_section_the_grid_is_the_vits_patch_grid():

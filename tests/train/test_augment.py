@@ -21,6 +21,7 @@ from study.infra.bench.workload import heavy_augmentation
 from study.core.cli import main
 from study.core.config import parse_params
 from study.core.errors import StudyError
+from study.presets import preset_params
 from study.train.augment import Augmentation, BatchAugment, apply_per_row
 from study.train.batches import BatchOrder, DeviceSplit, normalise
 from study.train.step import Recipe, TrainStep
@@ -254,7 +255,7 @@ def test_hard_distillation_on_mixed_targets_smooths_the_labels_only():
 # --- params ---------------------------------------------------------------------------------------------
 
 
-SMOKE = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+SMOKE = preset_params(ROOT, "smoke")  # configs/smoke.yaml merged over params.yaml
 
 
 def test_a_bad_augmentation_value_is_one_line_naming_the_key():

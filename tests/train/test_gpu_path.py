@@ -28,6 +28,7 @@ import study.infra.bench.measure
 from study.core.cli import main
 from study.core.config import parse_params
 from study.core.errors import StudyError
+from study.presets import preset_params
 from study.models import build_model, is_transformer
 from study.train.artifacts import load_trained, save_trained
 from study.train.spec import RunSpec
@@ -215,7 +216,7 @@ def test_train_run_records_precision_and_compilation(tmp_path):
 
 
 def test_an_unknown_precision_is_refused_in_one_line(tmp_path):
-    raw = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+    raw = preset_params(ROOT, "smoke")
     raw["train"]["precision"] = "fp16"
     with pytest.raises(StudyError) as err:
         parse_params(raw, source="params.yaml")

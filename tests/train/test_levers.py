@@ -11,9 +11,10 @@ import yaml
 
 from study.data import stage_prepare as prepare_stage
 from study.data import stage_subsets as subsets_stage
-from study.core.config import load_params
+from study.core.config import parse_params
 from study.core.errors import StudyError
 from study.levers import lever_table, merge, read_grid, sweep
+from study.presets import preset_params
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,8 +27,10 @@ def test_merge_is_recursive_and_none_removes_a_key():
 
 
 def _grid(tmp_path: Path, levers: dict, model: str = "vit") -> Path:
+    base = tmp_path / "smoke.yaml"  # a grid's base is a whole parameters file: the smoke preset merged over params.yaml
+    base.write_text(yaml.safe_dump(preset_params(ROOT, "smoke")))
     path = tmp_path / "grid.yaml"
-    path.write_text(yaml.safe_dump({"base": str(ROOT / "configs" / "smoke.yaml"), "model": model, "fraction": 0.5, "seed": 0,
+    path.write_text(yaml.safe_dump({"base": str(base), "model": model, "fraction": 0.5, "seed": 0,
                                     "common": {"budget": {"min_steps": 30, "epochs": 1.0}}, "levers": levers}))
     return path
 
@@ -56,7 +59,7 @@ def test_table_has_one_row_per_lever_beside_the_base():
 
 @pytest.mark.slow
 def test_sweep_trains_each_setting_once_and_resumes(tmp_path):
-    params = load_params(ROOT / "configs" / "smoke.yaml")
+    params = parse_params(preset_params(ROOT, "smoke"))
     prepared, subsets = tmp_path / "prepared", tmp_path / "subsets"
     prepare_stage.run(params, prepared)
     subsets_stage.run(params, prepared, subsets)

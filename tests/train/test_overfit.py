@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from study.core import runtime
 from study.data import stage_prepare as prepare_stage
@@ -27,17 +26,18 @@ from study.data.subsets import subset_file
 from study.core.io import read_json
 from study.levers import merge
 from study.train.stage import run as train_stage
+from tests.conftest import study_raw
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 300  # "a few hundred steps": the schedule (warmup, cosine to zero) is planned over these
 FIT = 0.99
 
 # (preset, the fraction whose subset is fitted: a few hundred images)
-PRESETS = [("params.yaml", 0.005), ("configs/quick.yaml", 0.005)]
+PRESETS = [("params.yaml", 0.005), ("quick.yaml", 0.005)]  # configs/quick.yaml, merged over params.yaml
 
 
 def _overfit_params(preset: str, fraction: float):
-    raw = yaml.safe_load((ROOT / preset).read_text())
+    raw = study_raw(preset)
     no_augment = {"crop_padding": 0, "hflip": False, "auto_augment": "none", "erasing": 0.0,
                   "mixup_alpha": 0.0, "cutmix_alpha": 0.0}
     delta = {

@@ -17,6 +17,7 @@ from study.data import stage_prepare as prepare_stage
 from study.data import stage_subsets as subsets_stage
 from study.core.config import parse_params
 from study.core.errors import StudyError
+from study.presets import preset_params
 from study.train.batches import BatchOrder
 from study.train.budget import plan_budget
 from study.train.losses import DistillationLoss, LabelLoss
@@ -138,7 +139,7 @@ def test_teacher_stays_frozen_in_eval_mode():
 # --- whole runs on digits -----------------------------------------------------------------------------
 
 
-SMOKE = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+SMOKE = preset_params(ROOT, "smoke")  # configs/smoke.yaml merged over params.yaml
 
 
 def prepare_digits(folder: Path) -> Path:

@@ -2,8 +2,8 @@
 
 Why a scratch copy: the GPU acceptance times the default study and a GPU preset end to end, and must never touch
 the checkout's params.yaml, dvc.lock or outputs. The copy leaves out environments, kits, pipeline outputs and
-caches, takes the given params file as its params.yaml and, where the device cannot download it, the dataset's
-files. Each stage's wall time runs from its "Running stage" line to the next one (or the end); a run that
+caches, takes the given parameters (a preset merged over params.yaml: study.presets) as its params.yaml and,
+where the device cannot download it, the dataset's files. Each stage's wall time runs from its "Running stage" line to the next one (or the end); a run that
 reaches its time limit is stopped (SIGTERM to dvc's process group, then SIGKILL), and its last stage is marked so.
 """
 
@@ -19,14 +19,15 @@ import time
 from pathlib import Path
 
 from study.core.errors import StudyError
+from study.presets import commit_all
 
 # Top-level entries of the checkout that a scratch copy leaves out: environments, kits, pipeline outputs, caches.
 _NOT_COPIED = {".git", ".venv", ".kit", ".whl", ".carry", ".gl", "runs", "data", "reports", "build", ".pytest_cache"}
 _STOP_GRACE_SECONDS = 10.0
 
 
-def scratch_copy(root: Path, dest: Path, params_file: Path, dataset_files: Path | None, data_root: str) -> Path:
-    """A copy of the project at ``dest`` with ``params_file`` as its params.yaml, no outputs, no dvc.lock, and
+def scratch_copy(root: Path, dest: Path, params_text: str, dataset_files: Path | None, data_root: str) -> Path:
+    """A copy of the project at ``dest`` with ``params_text`` as its params.yaml, no outputs, no dvc.lock, and
     the dataset's files (if given) in its ``data_root``; a git repository when git exists, else DVC without SCM."""
     def ignore(folder: str, names: list[str]) -> set[str]:
         here = Path(folder).resolve()
@@ -38,13 +39,11 @@ def scratch_copy(root: Path, dest: Path, params_file: Path, dataset_files: Path 
         return skipped
 
     shutil.copytree(root, dest, ignore=ignore, symlinks=True)
-    shutil.copy(params_file, dest / "params.yaml")
+    (dest / "params.yaml").write_text(params_text)
     if dataset_files is not None:
         shutil.copytree(dataset_files, dest / data_root, dirs_exist_ok=True)
     if shutil.which("git"):
-        for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=acceptance", "-c", "user.email=acceptance@local",
-                                                       "commit", "-qm", "scratch copy"]):
-            subprocess.run(["git", *args], cwd=dest, check=True, capture_output=True)
+        commit_all(dest, "scratch copy")
     else:  # DVC without git: its documented `core.no_scm` switch, in the copy's local config
         (dest / ".dvc" / "config.local").write_text("[core]\n    no_scm = true\n")
     return dest
