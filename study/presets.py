@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from study.core.errors import StudyError
+from study.core.io import read_yaml
 
 # Files of configs/ that are not overlays of params.yaml, and where they are run instead.
 NOT_PRESETS = {"pretrained": "the pretrained analysis's own parameters file; run it with `cd pretrained && dvc repro`"}
@@ -51,14 +52,7 @@ def preset_names(root: Path) -> list[str]:
 
 def read_mapping(path: Path) -> dict:
     """The mapping a YAML file holds; a one-line StudyError for a missing file, bad YAML or another top level."""
-    if not path.is_file():
-        raise StudyError(f"{path}: no such file")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise StudyError(f"{path}: not valid YAML{where}; fix the syntax") from None
+    raw = read_yaml(path, "check the name (`ls configs/`)")
     if not isinstance(raw, dict):
         raise StudyError(f"{path}: expected a mapping of sections at the top level; fix the file")
     return raw

@@ -19,12 +19,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, TypeAdapter
 from pydantic import ValidationError
 from pydantic.dataclasses import dataclass
 
 from study.core.errors import StudyError
+from study.core.io import read_yaml
 
 # (image size, channels) of each dataset, for sizing models before any data is read.
 INPUT_SHAPES = {"fashionmnist": (28, 1), "cifar10": (32, 3), "cifar100": (32, 3), "digits": (8, 1)}
@@ -272,15 +272,7 @@ class Params:
 
 def load_params(path: str | Path = "params.yaml") -> Params:
     """Read and validate ``path``; raise a one-line StudyError on the first problem found."""
-    path = Path(path)
-    if not path.is_file():
-        raise StudyError(f"{path}: no such parameters file; run from the project root or pass --params")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise StudyError(f"{path}: not valid YAML{where}; fix the syntax") from None
+    raw = read_yaml(path, "run from the project root or pass --params")
     return parse_params(raw, source=str(path))
 
 

@@ -50,6 +50,22 @@ def write_json(path: str | Path, obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+def read_yaml(path: str | Path, fix_missing: str) -> Any:
+    """What the YAML file at ``path`` holds; a one-line StudyError for a missing file (``fix_missing`` says what to
+    do) or bad YAML (with its line)."""
+    import yaml  # here: most callers of this module never read YAML
+
+    path = Path(path)
+    if not path.is_file():
+        raise StudyError(f"{path}: no such file; {fix_missing}")
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise StudyError(f"{path}: not valid YAML{where}; fix the syntax") from None
+
+
 def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
 

@@ -18,6 +18,9 @@ On GPU, training and inference use fused attention (``F.scaled_dot_product_atten
 in ``forward_with_attention`` (the analyses' path, which returns the probabilities), ``softmax(q kᵀ/√d) v``
 is computed explicitly (see ``Attention.fused_attn``). The patch size must divide the image sides: timm
 silently crops the remainder, which would hide a config mistake.
+
+One module (about 320 lines) because its parts are timm's ``vision_transformer`` parts, kept side by side so a
+reader can hold them against timm's file and the ``state_dict`` keys stay one namespace.
 """
 
 from __future__ import annotations
