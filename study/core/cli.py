@@ -84,13 +84,26 @@ def main(argv: list[str] | None = None) -> int:
     except StudyError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of stdout left (`study preset NAME --print | head`): nothing to report
+        return _quiet_exit()
     except OSError as err:  # the file system refused (a full disk, a permission, a vanished file): no traceback
         print(f"error: {_os_error(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: finished work is kept; rerun the same command (or `dvc repro`) to resume", file=sys.stderr)
         return 130
-    print(summary)
+    try:
+        print(summary)
+    except BrokenPipeError:
+        return _quiet_exit()
+    return 0
+
+
+def _quiet_exit() -> int:
+    """Exit 0 after the reader of stdout closed it, without Python's report of the failed final flush."""
+    import os
+
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
