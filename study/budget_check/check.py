@@ -22,9 +22,9 @@ one value per seed (same subset, same initialisation seed, same teacher for the 
   * **no inference** — fewer than :data:`~study.stats.intervals.MIN_SEEDS` paired seeds: the means are shown,
     nothing is claimed, and the cell stays out of the Holm family.
 
-- :func:`seeds_to_converge` — a projection, not a measurement: how many seeds would put a cell's interval inside
-  ``±tolerance`` if its mean and spread held. It says what an undetermined verdict would cost to settle, and
-  when no number of seeds would (a mean change beyond the tolerance).
+- ``seeds_to_converge`` (:func:`~study.stats.intervals.seeds_within`) — a projection, not a measurement: how many
+  seeds would put a cell's interval inside ``±tolerance`` if its mean and spread held. It says what an undetermined
+  verdict would cost to settle, and when no number of seeds would (a mean change beyond the tolerance).
 
 The last-quarter flag every run records (``convergence.still_improving``, study.train.convergence) is a cheap
 screen: it reads the validation loss of one run. The tables count it beside the check, so the two can be compared.
@@ -39,9 +39,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scipy import stats
 
-from study.stats.intervals import MIN_SEEDS, holm_intervals, t_interval
+from study.stats.intervals import MIN_SEEDS, holm_intervals, seeds_within, t_interval
 from study.core.errors import StudyError
 
 CONVERGED, BUDGET_BOUND, UNDETERMINED, NO_INFERENCE = "converged", "budget-bound", "undetermined", "no inference"
@@ -132,36 +131,12 @@ def verdict(low: float, high: float, tolerance: float, seeds: int) -> str:
     return UNDETERMINED
 
 
-def seeds_to_converge(deltas, tolerance: float, confidence: float, family: int, most: int = 1000) -> float:
-    """Projection, not a measurement: the fewest seeds (at least ``MIN_SEEDS``) at which the t-interval of the mean
-    of ``deltas`` would lie within ``±tolerance`` if their mean and sample SD held, at Holm's strictest level for a
-    family of ``family`` cells (``1 − (1 − confidence)/family``, Bonferroni's: the level the cell would face if its
-    p-value ranked first). ``inf`` where ``|mean| ≥ tolerance`` (no number of seeds would do) or more than ``most``
-    seeds would be needed; NaN below 2 values (no SD).
-
-    The SD of a handful of seeds is itself rough (with 3 seeds its 95% interval spans about 0.5x to 6x the
-    estimate), so the number is an order of magnitude, the cost of settling the verdict, not a promise.
-    """
-    values = np.asarray(deltas, dtype=float)
-    if values.size < 2:
-        return math.nan
-    mean, sd = abs(float(values.mean())), float(values.std(ddof=1))
-    if mean >= tolerance:
-        return math.inf
-    level = 1.0 - (1.0 - confidence) / max(1, family)
-    for n in range(MIN_SEEDS, most + 1):
-        # the half-width t_interval would give n seeds of this SD (same quantile convention)
-        if mean + stats.t.ppf(0.5 + level / 2, df=n - 1) * sd / math.sqrt(n) <= tolerance:
-            return float(n)
-    return math.inf
-
-
 def budget_check_table(pairs: pd.DataFrame, confidence: float, tolerance: float) -> pd.DataFrame:
     """Per model x fraction (:data:`CELL_COLUMNS`, in the order of ``pairs``): mean top-1 at both budgets, mean Δ
     with its t-interval, the interval Holm-adjusted across every cell with at least ``MIN_SEEDS`` seeds, the
-    verdict, the seeds projected to show the cell converged (:func:`seeds_to_converge`; a cell outside the family
-    is projected as if it joined it), and how many runs of each budget the last-quarter screen flagged as still
-    improving."""
+    verdict, the seeds projected to show the cell converged (:func:`~study.stats.intervals.seeds_within`; a cell
+    outside the family is projected as if it joined it), and how many runs of each budget the last-quarter screen
+    flagged as still improving."""
     cells = [(key, g.sort_values("seed")) for key, g in pairs.groupby(["model", "fraction"], sort=False)]
     family = [i for i, (_, g) in enumerate(cells) if len(g) >= MIN_SEEDS]
     adjusted = dict(zip(family, holm_intervals([cells[i][1]["delta"].to_numpy(float) for i in family], confidence)))
@@ -179,7 +154,7 @@ def budget_check_table(pairs: pd.DataFrame, confidence: float, tolerance: float)
             "adj_confidence": adj.confidence if adj else math.nan, "p_holm": adj.p_holm if adj else math.nan,
             "tolerance": tolerance, "verdict": verdict(low, high, tolerance, len(g)),
             "lower_at_longer": bool(adj is not None and len(g) >= MIN_SEEDS and high < -tolerance),
-            "seeds_to_converge": seeds_to_converge(g["delta"].to_numpy(float), tolerance, confidence,
+            "seeds_to_converge": seeds_within(g["delta"].to_numpy(float), tolerance, confidence,
                                                    len(family) + (i not in adjusted)),
             "still_improving_1x": int(g["still_improving_1x"].sum()),
             "still_improving_2x": int(g["still_improving_2x"].sum()),

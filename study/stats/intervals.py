@@ -13,12 +13,15 @@ a per-seed difference between two models (same subset, same seed) is one paired 
 - :func:`equivalence_bound` — where an adjusted interval includes 0, the largest difference it leaves possible:
   "no detectable difference" is then stated with the differences the data exclude.
 - :func:`seed_slopes`, :func:`slope_interval` — a trend over training-set sizes fitted per seed, and its t-interval.
+- :func:`seeds_within` — a projection: the seeds at which an interval of the same mean and spread would lie
+  within a bound (the budget check's cost of settling an undetermined cell).
 - :data:`MIN_SEEDS` — fewer seeds than this and the report describes, never infers: with two seeds the
   t-interval has one degree of freedom (t₀.₉₇₅ = 12.7) and a zero spread gives a zero-width interval.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,3 +142,28 @@ def slope_interval(x, per_seed_y: list, confidence: float) -> tuple[float, float
         return float("nan"), float("nan"), float("nan"), 0
     mean, _, half = t_interval(slopes, confidence)
     return mean, mean - half, mean + half, len(slopes)
+
+
+def seeds_within(deltas, tolerance: float, confidence: float, family: int, most: int = 1000) -> float:
+    """Projection, not a measurement (the budget check's ``seeds_to_converge``): the fewest seeds (at least
+    ``MIN_SEEDS``) at which the t-interval of the mean
+    of ``deltas`` would lie within ``±tolerance`` if their mean and sample SD held, at Holm's strictest level for a
+    family of ``family`` cells (``1 − (1 − confidence)/family``, Bonferroni's: the level the cell would face if its
+    p-value ranked first). ``inf`` where ``|mean| ≥ tolerance`` (no number of seeds would do) or more than ``most``
+    seeds would be needed; NaN below 2 values (no SD).
+
+    The SD of a handful of seeds is itself rough (with 3 seeds its 95% interval spans about 0.5x to 6x the
+    estimate), so the number is an order of magnitude, the cost of settling the verdict, not a promise.
+    """
+    values = np.asarray(deltas, dtype=float)
+    if values.size < 2:
+        return math.nan
+    mean, sd = abs(float(values.mean())), float(values.std(ddof=1))
+    if mean >= tolerance:
+        return math.inf
+    level = 1.0 - (1.0 - confidence) / max(1, family)
+    for n in range(MIN_SEEDS, most + 1):
+        # the half-width t_interval would give n seeds of this SD (same quantile convention)
+        if mean + stats.t.ppf(0.5 + level / 2, df=n - 1) * sd / math.sqrt(n) <= tolerance:
+            return float(n)
+    return math.inf
