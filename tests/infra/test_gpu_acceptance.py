@@ -279,7 +279,7 @@ def test_the_merge_sets_the_gpu_runs_beside_the_cpu_runs(tmp_path, monkeypatch):
 
 
 def test_the_committed_gpu_report_is_what_its_tables_render(tmp_path):
-    """docs/gpu/acceptance.md (the H200's, quoted in the README) stays what the current code makes of its CSVs."""
+    """docs/gpu/acceptance.md (the H200's, quoted in docs/gpu/README.md) stays what the current code makes of its CSVs."""
     committed = ROOT / "docs" / "gpu"
     copy = tmp_path / "gpu"
     shutil.copytree(committed, copy)

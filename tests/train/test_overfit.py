@@ -1,8 +1,8 @@
 """Before comparing models, show that each can fit: every CPU preset's ResNet, ViT and distilled ViT, without
 augmentation, reaches >= 99% top-1 on a few hundred of its own training images within a few hundred steps of
 the preset's own optimiser, learning rate and schedule. A model that cannot would make every comparison a
-statement about its optimisation, not about its architecture or the data (README, "The default study: what it
-found").
+statement about its optimisation, not about its architecture or the data (docs/findings.md, "How the recipe was
+chosen").
 
 The study presets that run on a CPU, the default study and the quick look (configs/quick.yaml), train on Fashion-MNIST
 (Debian's dataset-fashion-mnist, installed by .ci/run); the subset is the nested 0.5% fraction of seed 0 (290

@@ -3,7 +3,7 @@
 Ray starts a task once a node has the CPUs and GPU share it asks for; the engine then tells the stage to use
 exactly as many intra-op threads as it reserved, so stages running side by side do not oversubscribe the
 cores. The default is what ``dvc repro`` does: every stage keeps ``train.threads`` (on this study's CPUs,
-another thread count changes a run's last bits, see the README), so the results match a sequential run.
+another thread count changes a run's last bits, see docs/pipeline.md), so the results match a sequential run.
 """
 
 from __future__ import annotations
