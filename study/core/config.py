@@ -231,7 +231,8 @@ class EngineParams:
 
     # CPUs reserved per training run, and its torch intra-op threads. None: train.threads, the threads
     # `dvc repro` trains with (0 = torch's default, all of a node's cores), so results stay identical;
-    # fewer threads run more stages at once but change a CPU run's last bits (docs/pipeline.md, "Running stages in parallel").
+    # fewer threads run more stages at once but change a CPU run's last bits (docs/pipeline.md, "Running stages
+    # in parallel").
     cpus_per_run: StrictInt | None = Field(default=None, ge=1)
     # Share of one GPU reserved per stage on a cluster with GPUs (0.25: four runs per GPU); ignored without one.
     gpus_per_run: StrictFloat = Field(default=0.25, ge=0.0, le=1.0)
