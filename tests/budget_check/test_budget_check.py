@@ -151,8 +151,8 @@ def _train_args(digits: Path, out: Path, *extra: str) -> list[str]:
 
 
 def test_study_train_budget_factor_2_trains_twice_the_steps(digits, tmp_path, monkeypatch):
-    """`study train --budget check` (factor 2) hands the trainer the doubled budget (known answer from plan_budget) and a
-    spec recording the factor; the trainer itself is stubbed out."""
+    """`study train --budget check` (factor 2) hands the trainer the doubled budget (known answer from plan_budget)
+    and a spec recording the factor; the trainer itself is stubbed out."""
     from study.core.cli import build_parser
     from study.data.subsets import read_subset
     import study.train.stage as stage
@@ -234,7 +234,8 @@ def test_the_family_is_every_judged_cell():
 
 
 def test_the_projected_seeds_to_show_a_cell_converged():
-    """seeds_within (the budget check's seeds_to_converge): the fewest n at which mean + t(1 - a/(2K), n - 1) * sd / sqrt(n) <= tolerance."""
+    """seeds_within (the budget check's seeds_to_converge): the fewest n at which
+    mean + t(1 - a/(2K), n - 1) * sd / sqrt(n) <= tolerance."""
     from scipy import stats
 
     deltas = [-0.010, -0.004, 0.002, -0.008, 0.000]  # mean -0.004, sd 0.005
@@ -403,13 +404,13 @@ def test_the_stage_refuses_runs_of_another_factor_and_missing_pairs(tmp_path):
 
 @pytest.mark.slow
 def test_a_real_run_at_budget_factor_2(digits, tmp_path):
-    """`study train --budget check` (factor 2) end to end: the run trains the doubled steps, its history spans them, and
-    its metrics and model.pt record the factor."""
+    """`study train --budget check` (factor 2) end to end: the run trains the doubled steps, its history spans
+    them, and its metrics and model.pt record the factor."""
     from study.core.cli import main
     from study.train.artifacts import load_trained
 
     out = tmp_path / "run"
-    assert main(_train_args(digits, out, "--budget-factor", "2")) == 0
+    assert main(_train_args(digits, out, "--budget", "check")) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     b = SMOKE["budget"]
     from study.data.subsets import read_subset

@@ -141,8 +141,10 @@ def test_cli_rejects_bad_params_without_traceback_or_output(tmp_path):
 def test_cli_reports_yaml_syntax_and_missing_file(tmp_path):
     broken = tmp_path / "p.yaml"
     broken.write_text("data: [unclosed\n")
-    for path, expected in [(broken, "not valid YAML"), (tmp_path / "nope.yaml", "no such file; run from the project root")]:
-        result = subprocess.run([sys.executable, "-m", "study", "check", "--params", str(path)], capture_output=True, text=True)
+    for path, expected in [(broken, "not valid YAML"),
+                           (tmp_path / "nope.yaml", "no such file; run from the project root")]:
+        result = subprocess.run([sys.executable, "-m", "study", "check", "--params", str(path)],
+                                capture_output=True, text=True)
         assert result.returncode == 2 and expected in result.stderr and "Traceback" not in result.stderr
 
 

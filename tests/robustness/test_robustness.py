@@ -553,9 +553,9 @@ def test_the_stage_end_to_end_on_the_smoke_study(smoke_study):
                    f"{a if r.diff_mean > 0 else b} ahead" in findings
         else:
             assert f"at {r.train_images:,} images no detectable difference ({100 * r.diff_mean:+.1f} points" in findings
-    # The params layer validates the probes with study.robustness.settings only: editing a probe stales the
+    # No other stage runs the probe library (the parameters layer imports none of it): editing a probe stales the
     # robustness stage and no other (every stage would retrain or rescore if the library were in their deps).
-    module = smoke_study / "study" / "analysis" / "probes" / "corrupt_pixels.py"
+    module = smoke_study / "study" / "robustness" / "probes" / "corrupt_pixels.py"
     original = module.read_bytes()
     try:
         module.write_bytes(original + b"# an edit\n")
