@@ -163,6 +163,18 @@ def attention_maps_figure(
     return fig
 
 
+def run_maps_figure(pictures: np.ndarray, maps: np.ndarray, rollout: np.ndarray, name: str, fraction: float,
+                    seed: int, token: str, block: str, scrambled: bool) -> tuple[Figure, pd.DataFrame]:
+    """One run's maps of one token and block beside the rollout (:func:`attention_maps_figure`), titled with the
+    run, and the frame of the numbers drawn; a scrambled model's maps are drawn over the scrambled images it sees."""
+    titles = [f"test image {i}" for i in range(len(pictures))]
+    fig = attention_maps_figure(pictures, maps, rollout, titles)
+    what = " (on the scrambled images it sees)" if scrambled else ""
+    fig.suptitle(f"{name} ({100 * fraction:g}% of the data, seed {seed}): {token}-token attention, {block} block, "
+                 f"and rollout{what}")
+    return fig, attention_maps_frame(maps, rollout, titles)
+
+
 def _channels_last(images: np.ndarray) -> np.ndarray:
     """(N, H, W) | (N, H, W, C) | (N, C, H, W) -> (N, H, W) or (N, H, W, 3)."""
     if images.ndim == 3:

@@ -8,14 +8,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from study import attention, priors
 from study.core import runtime
 from study.attention import study as A
 from study.priors import gates as G
-from study.attention.figures import (attention_distance_plot, attention_maps_figure, attention_maps_frame,
-                                             gates_figure)
+from study.attention.figures import attention_distance_plot, gates_figure, run_maps_figure
 from study.outputs.figure_style import save_figure
 from study.runs.table import collect_runs
 from study.runs.load import analysis_images, load_models
@@ -62,14 +60,8 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     heads = A.head_statistics({**trained, **initial}, images, 64, device)
     layers = A.layer_statistics(heads)
     trained_layers = layers[layers["state"] == A.TRAINED]
-    per_layer = (trained_layers.groupby(["model", "fraction", "layer"], as_index=False)
-                 .agg(seeds=("seed", "size"), distance=("mean_distance", "mean"),
-                      uniform=("uniform_distance", "first")))
-    # The figure's columns, left to right: initialisation, the smallest fraction, full data.
-    shown_states = pd.concat(
-        [heads[heads["state"] == A.INIT].assign(condition="init")]
-        + [heads[(heads["state"] == A.TRAINED) & (heads["fraction"] == f)].assign(condition=f"{100 * f:g}% data")
-           for f in dict.fromkeys([smallest, full])], ignore_index=True)
+    per_layer = A.distance_per_layer(trained_layers)
+    shown_states = A.shown_conditions(heads, smallest, full)
     shown = images[: a.attention.show]
     share, pct = A.LOCAL_SHARE, f"{conf:.0%}"
     # ConViT's gates (none for the other models): per run, and how they move from the smallest fraction to the largest
@@ -89,13 +81,9 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
             pictures = seen.astype(np.float32) / 255.0
             for token, m in maps["tokens"].items():
                 for block in ("first", "last"):
-                    titles = [f"test image {i}" for i in range(len(shown))]
-                    fig = attention_maps_figure(pictures, m[block], m["rollout"], titles)
-                    what = "" if spec.scramble is None else " (on the scrambled images it sees)"
-                    fig.suptitle(f"{name} ({100 * fraction:g}% of the data, seed {seed}): {token}-token attention, "
-                                 f"{block} block, and rollout{what}")
-                    save_figure(fig, tmp / f"{attention.MAPS_FIGURE}_{name}_{token}_{block}",
-                                attention_maps_frame(m[block], m["rollout"], titles))
+                    fig, frame = run_maps_figure(pictures, m[block], m["rollout"], name, fraction, seed, token, block,
+                                                 scrambled=spec.scramble is not None)
+                    save_figure(fig, tmp / f"{attention.MAPS_FIGURE}_{name}_{token}_{block}", frame)
         if not gates.empty:
             save_figure(gates_figure(gate_summary), tmp / priors.GATES, gate_summary)
     with atomic_dir(tables) as tmp:

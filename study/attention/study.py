@@ -118,6 +118,22 @@ def layer_statistics(heads: pd.DataFrame, local_share: float = LOCAL_SHARE) -> p
     return out
 
 
+def distance_per_layer(trained_layers: pd.DataFrame) -> pd.DataFrame:
+    """Mean attention distance per model, fraction and layer, averaged over heads and seeds, with the seeds counted
+    and the uniform-attention reference beside it (``trained_layers``: :func:`layer_statistics` of trained runs)."""
+    return (trained_layers.groupby(["model", "fraction", "layer"], as_index=False)
+            .agg(seeds=("seed", "size"), distance=("mean_distance", "mean"), uniform=("uniform_distance", "first")))
+
+
+def shown_conditions(heads: pd.DataFrame, smallest: float, full: float) -> pd.DataFrame:
+    """The heads the distance figure shows, labelled by its columns, left to right: initialisation, the smallest
+    fraction, full data (one column when they coincide)."""
+    return pd.concat(
+        [heads[heads["state"] == INIT].assign(condition="init")]
+        + [heads[(heads["state"] == TRAINED) & (heads["fraction"] == f)].assign(condition=f"{100 * f:g}% data")
+           for f in dict.fromkeys([smallest, full])], ignore_index=True)
+
+
 def head_table(heads: pd.DataFrame, confidence: float) -> pd.DataFrame:
     """Per model, state, fraction, layer and head rank: the k-th most local head's distance over seeds
     (mean and t-interval) and its mean entropy, with the uniform references."""
