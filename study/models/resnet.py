@@ -4,12 +4,14 @@ Two families, both with a 3×3 stride-1 stem and no early max-pool, because the 
 stride-2 conv + max-pool) would throw away 15/16 of a 32×32 image before the first residual block:
 
 * :func:`resnet18` — torchvision's ResNet-18 (He et al., 2016, Table 1; 11M parameters, widths 64-512)
-  with only the stem swapped, the common CIFAR adaptation. Built from torchvision's class, not re-typed.
+  with only the stem swapped, the common CIFAR adaptation. Built exactly as torchvision's ``ResNet`` builds it
+  (same modules in the same order, same initialisation and random draws), so weights and ``state_dict`` keys are
+  torchvision's; ``tests/models`` checks both against torchvision.
 * :func:`resnet8` / :func:`resnet20` — the CIFAR ResNets of He et al. (2016, §4.2): a 3×3 conv with
   ``width`` filters, then 3 stages of ``n`` basic blocks with widths ``width·(1, 2, 4)`` on maps of
   ``S, S/2, S/4``, global average pooling and a linear classifier; depth ``6n + 2``. Shortcuts are the
   paper's option A (identity; subsample and zero-pad channels when the shape changes), so ResNet-20 has
-  the paper's 0.27M parameters. The blocks are torchvision's ``BasicBlock``. These are the lean
+  the paper's 0.27M parameters. The blocks are torchvision's ``BasicBlock`` (:class:`BasicBlock`). These are the lean
   models that train fast on a 2-core CPU. ``stem_stride=2`` (not in the paper) runs every stage on maps a
   quarter the size, for about a quarter of the FLOPs: the default study's ResNet-8, chosen on the validation
   split (params.yaml says what it was compared with).
@@ -27,9 +29,43 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torchvision.models.resnet import BasicBlock, ResNet
 
 from study.core.errors import StudyError
+
+
+# torchvision's ``BasicBlock`` and ResNet construction (``torchvision/models/resnet.py``, torchvision 0.29), restated
+# here because importing torchvision for them imports ``torch._dynamo`` too, over a second of the start of every
+# process that builds a model, on a 2-core CPU. Same module names, creation order and initialisation, so a seed
+# gives the same weights and a state_dict the same keys and bytes as the torchvision classes did.
+
+
+def _conv3x3(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_planes, out_planes, kernel_size=3, stride=stride, padding=1, bias=False)
+
+
+class BasicBlock(nn.Module):
+    """He et al.'s (2016) basic residual block: two 3×3 convs with BN, ReLU after each and after the sum."""
+
+    expansion = 1
+
+    def __init__(self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None) -> None:
+        super().__init__()
+        self.conv1 = _conv3x3(inplanes, planes, stride)  # the conv path downsamples when stride != 1
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = _conv3x3(planes, planes)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x: Tensor) -> Tensor:
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity
+        return self.relu(out)
 
 
 class _ResNetInterface:
@@ -82,15 +118,37 @@ def _init_convs_and_norms(model: nn.Module, zero_init_residual: bool) -> None:
                 nn.init.zeros_(module.bn2.weight)
 
 
-class SmallImageResNet18(_ResNetInterface, ResNet):
+def _resnet18_layer(inplanes: int, planes: int, stride: int) -> nn.Sequential:
+    """torchvision's ``ResNet._make_layer`` for two basic blocks: a 1×1 conv + BN shortcut where the shape changes."""
+    downsample = None
+    if stride != 1 or inplanes != planes:
+        downsample = nn.Sequential(nn.Conv2d(inplanes, planes, kernel_size=1, stride=stride, bias=False),
+                                   nn.BatchNorm2d(planes))
+    return nn.Sequential(BasicBlock(inplanes, planes, stride, downsample), BasicBlock(planes, planes))
+
+
+class SmallImageResNet18(_ResNetInterface, nn.Module):
     """torchvision's ResNet-18 with a 3×3 stride-1 stem and no max-pool; state_dict keys unchanged."""
 
     stage_names = ("layer1", "layer2", "layer3", "layer4")
     min_image_size = 8  # three stride-2 stages: 8 -> 4 -> 2 -> 1
 
     def __init__(self, num_classes: int, in_chans: int = 3, zero_init_residual: bool = False) -> None:
-        super().__init__(BasicBlock, [2, 2, 2, 2], num_classes=num_classes,
-                         zero_init_residual=zero_init_residual)
+        super().__init__()
+        # torchvision's ResNet(BasicBlock, [2, 2, 2, 2]) first, its ImageNet stem included: building and
+        # initialising that 7×7 conv draws from the random stream, and skipping it would change every later weight.
+        self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        self.layer1 = _resnet18_layer(64, 64, stride=1)
+        self.layer2 = _resnet18_layer(64, 128, stride=2)
+        self.layer3 = _resnet18_layer(128, 256, stride=2)
+        self.layer4 = _resnet18_layer(256, 512, stride=2)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(512, num_classes)
+        _init_convs_and_norms(self, zero_init_residual)
+        # Then the small-image stem, replacing the 7×7 conv in place (the state_dict keeps its key order).
         self.conv1 = nn.Conv2d(in_chans, 64, kernel_size=3, stride=1, padding=1, bias=False)
         nn.init.kaiming_normal_(self.conv1.weight, mode="fan_out", nonlinearity="relu")
         self.maxpool = nn.Identity()

@@ -28,20 +28,40 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch.nn.init import trunc_normal_  # the same truncated normal as timm.layers.trunc_normal_
-from torchvision.ops import StochasticDepth
 from torch import Tensor, nn
 
 from study.core.errors import StudyError
 
 
-
-def DropPath(rate: float) -> nn.Module:  # noqa: N802 (timm's name for it)
+class DropPath(nn.Module):
     """timm's ``DropPath``: drop a sample's whole residual branch, scale survivors by 1/(1−rate).
 
-    torchvision's ``StochasticDepth(mode="row")`` is exactly that; using it keeps timm, and its import
-    time, out of every training process.
+    The arithmetic of torchvision's ``StochasticDepth(rate, mode="row")`` (``torchvision/ops/stochastic_depth.py``),
+    which this model used before, op for op: one Bernoulli draw per sample into an ``(N, 1, …)`` tensor of the
+    input's dtype, divided in place by the survival rate, then one multiply, so a seed draws the same masks and
+    gives the same bytes. Written out because importing torchvision for it imports ``torch._dynamo`` too (over a
+    second of a process's start on a 2-core CPU), and timm's would cost as much. No parameters or buffers:
+    ``state_dict`` keys are unchanged.
     """
-    return StochasticDepth(rate, mode="row")
+
+    def __init__(self, rate: float) -> None:
+        super().__init__()
+        self.p = rate
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not 0.0 <= self.p <= 1.0:  # where torchvision checked it, so a bad rate fails as it did
+            raise ValueError(f"drop probability has to be between 0 and 1, but got {self.p}")
+        if not self.training or self.p == 0.0:
+            return x
+        survival_rate = 1.0 - self.p
+        noise = torch.empty([x.shape[0]] + [1] * (x.ndim - 1), dtype=x.dtype, device=x.device)
+        noise = noise.bernoulli_(survival_rate)
+        if survival_rate > 0.0:
+            noise.div_(survival_rate)
+        return x * noise
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
 
 
 def to_2tuple(value: int | tuple[int, int]) -> tuple[int, int]:
