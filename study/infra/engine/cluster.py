@@ -1,4 +1,5 @@
-"""The Ray side of the engine: connect, submit a stage's command as a task, collect how it ended, stop it.
+"""The Ray executor of the engine (:mod:`~study.infra.engine.executor`): connect, submit a stage's command as a
+task, collect how it ended, stop it.
 
 Without ``--address`` the engine starts a private Ray instance on this machine and stops it at the end;
 with one it joins an existing cluster (``ray start --head`` / ``ray start --address=...``) and leaves it
@@ -27,19 +28,13 @@ _OBJECT_STORE_BYTES = 128 * 1024**2
 _START_ATTEMPTS = 2
 
 
-def preflight(address: str | None, cpus: int | None, cpus_per_run: int | None = None,
-              gpus: int | None = None) -> None:
-    """Fail in seconds, before any planning: bad options, Ray missing, or nothing answering at ``address``."""
+def preflight(address: str | None, cpus: int | None, gpus: int | None = None) -> None:
+    """Fail in seconds, before any planning: options an existing cluster ignores, Ray missing, or nothing
+    answering at ``address`` (the options every executor takes are checked in :func:`executor.choose`)."""
     for option, value in (("cpus", cpus), ("gpus", gpus)):
         if address is not None and value is not None:
             raise StudyError(f"--{option} sizes the local Ray instance; an existing cluster (--address) has its own "
                              f"{option.upper()}s")
-    if cpus is not None and cpus < 1:
-        raise StudyError(f"--cpus {cpus}: give at least 1")
-    if gpus is not None and gpus < 0:
-        raise StudyError(f"--gpus {gpus}: give 0 or more")
-    if cpus_per_run is not None and cpus_per_run < 1:
-        raise StudyError(f"--cpus-per-run {cpus_per_run}: give at least 1 CPU per training run")
     _import_ray()
     if address is not None:
         _check_reachable(address)
@@ -70,6 +65,10 @@ class Cluster:
     @property
     def where(self) -> str:
         return f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
+
+    @property
+    def side_by_side(self) -> bool:
+        return True  # a node runs as many stages as its CPUs fit
 
     def node_cpus(self) -> int:
         """CPUs of the largest live node: no single stage can reserve more."""
@@ -153,8 +152,8 @@ def _import_ray():
     try:
         import ray
     except ImportError:
-        raise StudyError("`study run` needs Ray, which is not installed; run `pip install -e .` "
-                         "(or `pip install 'ray>=2.40'`)") from None
+        raise StudyError("`study run` needs Ray, which is not installed; run `pip install -e .` (or `pip install "
+                         "'ray>=2.40'`), or run the stages without Ray: `study run --jobs N`") from None
     return ray
 
 

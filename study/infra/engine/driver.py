@@ -1,7 +1,8 @@
-"""``study run``: what ``dvc repro`` does, with independent stages running at the same time on Ray.
+"""``study run``: what ``dvc repro`` does, with independent stages running at the same time.
 
-The driver (this process) plans with DVC, starts every stage whose upstream stages are done as a Ray task
-as soon as a node has room for it, and records each stage in DVC the moment its command succeeds. So at
+The driver (this process) plans with DVC, hands every stage whose upstream stages are done to an executor
+(:mod:`~study.infra.engine.executor`: Ray, or with ``--jobs`` a local pool) which starts it as soon as there is
+room for it, and records each stage in DVC the moment its command succeeds. So at
 any time dvc.lock holds exactly the stages that finished: kill the driver however you like, and the same
 command resumes, with finished stages up to date and interrupted training runs continuing from their
 ``resume.pt``. A failed stage stops only the stages downstream of it; the others run to the end, and the
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 from study.core.config import Params
-from study.infra.engine.cluster import Cluster, preflight
+from study.infra.engine.executor import Executor, choose
 from study.infra.engine.interrupts import Interrupts
 from study.infra.engine.pipeline import RECORDED, RUN, UP_TO_DATE, Pipeline, Plan
 from study.infra.engine.progress import Progress
@@ -27,7 +28,7 @@ from study.infra.engine.tasks import Job
 from study.core.errors import StudyError
 from study.core.runtime import THREADS_VARIABLE
 
-# Seconds between checks for signals while waiting on Ray (its wait is not interruptible).
+# Seconds between checks for signals while waiting on the executor (Ray's wait is not interruptible).
 _POLL_SECONDS = 1.0
 # Seconds stopped stages get to end (each SIGTERMs, then SIGKILLs, its command).
 _STOP_SECONDS = 20.0
@@ -36,22 +37,22 @@ LOG_DIR = Path(".dvc", "tmp", "study-run")
 
 
 def run_study(params: Params, targets: list[str], address: str | None = None, cpus: int | None = None,
-              cpus_per_run: int | None = None, gpus: int | None = None) -> str:
+              cpus_per_run: int | None = None, gpus: int | None = None, jobs: int | None = None) -> str:
     """Bring the pipeline (or ``targets`` and their upstream stages) up to date; return a one-line summary.
 
-    ``cpus_per_run`` replaces ``engine.cpus_per_run`` for this run (``--cpus-per-run``); ``cpus`` and ``gpus``
-    size the local Ray instance.
+    ``cpus_per_run`` replaces ``engine.cpus_per_run`` for this run (``--cpus-per-run``); ``jobs`` runs the stages
+    in a local pool of that many instead of on Ray; ``cpus`` and ``gpus`` size the local Ray instance or pool.
     """
     tic = time.monotonic()
-    preflight(address, cpus, cpus_per_run, gpus)
+    executor = choose(address, jobs, cpus, gpus, cpus_per_run)
     params = with_cpus_per_run(params, cpus_per_run)
     pipeline = Pipeline()
     try:
         plan = pipeline.plan(targets)
         if not plan.stages:
             return "run: every stage is up to date; nothing to run"
-        with Cluster(address, cpus, gpus) as cluster, pipeline.scm_context(), Interrupts() as interrupts:
-            driver = _Driver(params, pipeline, plan, cluster, interrupts)
+        with executor, pipeline.scm_context(), Interrupts() as interrupts:
+            driver = _Driver(params, pipeline, plan, executor, interrupts)
             driver.run()
         # Failures are raised only now, after DVC's git bookkeeping, so the stages that did finish keep their
         # .gitignore entries and (with core.autostage) are staged; `dvc repro` takes them back on any error.
@@ -63,19 +64,19 @@ def run_study(params: Params, targets: list[str], address: str | None = None, cp
 class _Driver:
     """One engine run: the schedule, the tasks in flight, and what failed."""
 
-    def __init__(self, params: Params, pipeline: Pipeline, plan: Plan, cluster: Cluster,
+    def __init__(self, params: Params, pipeline: Pipeline, plan: Plan, executor: Executor,
                  interrupts: Interrupts) -> None:
-        self.params, self.pipeline, self.cluster, self.interrupts = params, pipeline, cluster, interrupts
+        self.params, self.pipeline, self.executor, self.interrupts = params, pipeline, executor, interrupts
         self.stages = {stage.addressing: stage for stage in plan.stages}
         self.schedule = Schedule(list(self.stages), plan.upstream)
-        self.node_cpus = cluster.node_cpus()
-        self.gpus = cluster.has_gpus() and params.train.device != "cpu"
-        self.in_flight: dict[str, tuple] = {}  # stage handed to Ray -> (Ray handle, Job)
+        self.node_cpus = executor.node_cpus()
+        self.gpus = executor.has_gpus() and params.train.device != "cpu"
+        self.in_flight: dict[str, tuple] = {}  # stage handed to the executor -> (its handle, Job)
         self.failures: dict[str, str] = {}  # stage -> its error line
         self.ran = 0
 
     def run(self) -> None:
-        self.progress = Progress(self.schedule, self.cluster.where, started=lambda: len(self._started()))
+        self.progress = Progress(self.schedule, self.executor.where, started=lambda: len(self._started()))
         try:
             while not self.schedule.finished:
                 self._start_ready()
@@ -99,7 +100,7 @@ class _Driver:
                 f"(logs: {LOG_DIR}/)"
             )
         return (f"run: {self.ran} stage(s) ran and {s.count(DONE) - self.ran} were up to date, in {seconds:.0f} s "
-                f"on {self.cluster.where}; dvc.lock records them")
+                f"on {self.executor.where}; dvc.lock records them")
 
     def _start_ready(self) -> None:
         """Start every stage whose upstream stages are done (DVC may find some up to date at once)."""
@@ -126,7 +127,7 @@ class _Driver:
             job = self._job(stage)
             for log in _logs(job):
                 log.unlink(missing_ok=True)  # the worker creates them when the stage starts: see _started
-            self.in_flight[name] = (self.cluster.submit(job, self._reservation(stage)), job)
+            self.in_flight[name] = (self.executor.submit(job, self._reservation(stage)), job)
             self.schedule.start(name)
             self.progress.refresh()
 
@@ -139,8 +140,9 @@ class _Driver:
         # Stages side by side can hold more OpenMP threads than the node has cores; threads that spin while they
         # wait then starve each other. Measured on this project's 2-core CPU, two 2-thread processes of small
         # convolutions: 33x slower each than one alone with OpenMP's default waiting, 2.8x with passive waiting.
-        # Waiting changes no result. A value set in the driver's environment is kept.
-        if "OMP_WAIT_POLICY" not in os.environ:
+        # Waiting changes no result. A value set in the driver's environment is kept; an empty one is not (libgomp
+        # warns about it on stderr, in every stage).
+        if self.executor.side_by_side and not os.environ.get("OMP_WAIT_POLICY"):
             env["OMP_WAIT_POLICY"] = "PASSIVE"
         log = Path(self.pipeline.root, LOG_DIR, re.sub(r"[^\w@.,=+-]", "_", stage.addressing))
         return Job(stage=stage.addressing, commands=commands, cwd=stage.wdir, log=str(log), env=env)
@@ -150,7 +152,7 @@ class _Driver:
         return reservation(training, self.params.engine, self.params.train.threads, self.node_cpus, self.gpus)
 
     def _started(self) -> list[str]:
-        """The stages in flight that a worker has begun; the others wait in Ray's queue for room."""
+        """The stages in flight that a worker has begun; the others wait in the executor's queue for room."""
         return [name for name, (_handle, job) in self.in_flight.items() if _logs(job)[0].exists()]
 
     def _collect(self) -> None:
@@ -158,10 +160,10 @@ class _Driver:
         if not self.in_flight:
             return
         handles = {handle: name for name, (handle, _job) in self.in_flight.items()}
-        for handle in self.cluster.finished(list(handles), timeout=_POLL_SECONDS):
+        for handle in self.executor.finished(list(handles), timeout=_POLL_SECONDS):
             name = handles[handle]
             job = self.in_flight.pop(name)[1]
-            outcome = self.cluster.outcome(handle, job)
+            outcome = self.executor.outcome(handle, job)
             if outcome.returncode != 0:
                 self.pipeline.release(name)
                 self._fail(name, outcome.error or f"exit status {outcome.returncode}")
@@ -187,7 +189,7 @@ class _Driver:
         names = [f"{name} ({'running' if name in started else 'queued'})" for name in self.in_flight]
         self.progress.line(f"interrupted: stopping {len(names)} stage(s): {', '.join(names) or 'none'}")
         with self.interrupts.protected():
-            self.cluster.cancel([handle for handle, _job in self.in_flight.values()], timeout=_STOP_SECONDS)
+            self.executor.cancel([handle for handle, _job in self.in_flight.values()], timeout=_STOP_SECONDS)
             for name in self.in_flight:
                 self.pipeline.release(name)
         self.in_flight.clear()

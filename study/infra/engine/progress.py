@@ -1,8 +1,9 @@
 """What the engine shows while it works: one progress bar for the study and one line per finished stage.
 
 The bar (stderr, only on a terminal) counts stages done out of the planned ones, with how many run now, how
-many wait in Ray's queue for room and how many wait for upstream stages, and tqdm's ETA; each stage that ends prints one line (stdout) with its wall time and
-the last line its command printed, e.g. ``train@vit-0.5-0 (41 s): train: vit fraction 0.5 seed 0: test
+many wait in the executor's queue (Ray's, or the local pool's) for room and how many wait for upstream stages,
+and tqdm's ETA; each stage that ends prints one line (stdout) with its wall time and the last line its command
+printed, e.g. ``train@vit-0.5-0 (41 s): train: vit fraction 0.5 seed 0: test
 top-1 ...``. Failures are collected and printed once, at the end, one line each.
 """
 
@@ -19,7 +20,7 @@ from study.infra.engine.tasks import Outcome
 
 class Progress:
     def __init__(self, schedule: Schedule, where: str, started: Callable[[], int]) -> None:
-        """``started()``: how many of the stages handed to Ray have begun (the others are queued)."""
+        """``started()``: how many of the stages handed to the executor have begun (the others are queued)."""
         self.schedule, self.started = schedule, started
         self.bar = tqdm(total=len(schedule.order), desc="study run", unit="stage", disable=None, dynamic_ncols=True,
                         bar_format="{desc}: {n}/{total} stages {bar} [{elapsed}<{remaining}]{postfix}")

@@ -1,4 +1,6 @@
-"""What a Ray worker does for one stage: run its command, as ``dvc repro`` would, and report how it ended.
+"""What a worker does for one stage: run its command, as ``dvc repro`` would, and report how it ended.
+
+The worker is a Ray worker, or a thread of the local pool (:mod:`~study.infra.engine.local`).
 
 This module is imported on every worker node, so it needs nothing but the standard library: no DVC, no
 torch. The command runs in the stage's working directory through the user's shell (DVC's choice of shell
@@ -71,15 +73,17 @@ class Outcome:
     node: str  # the host that ran it
 
 
-def run_job(job: Job) -> Outcome:
-    """Run ``job``'s commands in order; stop at the first failure. Ray calls this in a worker.
+def run_job(job: Job, stop: threading.Event | None = None) -> Outcome:
+    """Run ``job``'s commands in order; stop at the first failure. Ray calls this in a worker, the local pool
+    in a thread of the driver.
 
-    If the task is cancelled (Ray raises KeyboardInterrupt here) the command is stopped first, so no
-    stage keeps running after the engine gave up on it.
+    If the task is cancelled (Ray raises KeyboardInterrupt here; the local pool sets ``stop``, as a thread
+    cannot be interrupted) the command is stopped first and KeyboardInterrupt raised, so no stage keeps
+    running after the engine gave up on it.
     """
     keep_exit_status()
     with _interruptible():
-        return _run_commands(job)
+        return _run_commands(job, stop)
 
 
 def keep_exit_status() -> None:
@@ -97,7 +101,7 @@ def keep_exit_status() -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 
-def _run_commands(job: Job) -> Outcome:
+def _run_commands(job: Job, stop: threading.Event | None) -> Outcome:
     tic = time.monotonic()
     if not Path(job.cwd).is_dir():
         return _outcome(job, 2, tic, error=f"error: {job.cwd} does not exist on {os.uname().nodename}; on a cluster "
@@ -107,20 +111,20 @@ def _run_commands(job: Job) -> Outcome:
     returncode = 0
     with out.open("w") as stdout, err.open("w") as stderr:
         for command in job.commands:
-            returncode = _run(command, job, stdout, stderr)
+            returncode = _run(command, job, stdout, stderr, stop)
             if returncode != 0:
                 break
     return _outcome(job, returncode, tic, summary=_last_line(out), error=_error_line(err, returncode))
 
 
-def _run(command: str, job: Job, stdout, stderr) -> int:
+def _run(command: str, job: Job, stdout, stderr, stop: threading.Event | None) -> int:
     with _watcher() as watcher:  # started first: no command ever runs unwatched
         process = subprocess.Popen(
             shell_command(command), cwd=job.cwd, env={**os.environ, **job.env}, stdout=stdout, stderr=stderr,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
         watcher.watch(process.pid)  # the command's process group: start_new_session made it its own
-        returncode = _wait(process)
+        returncode = _wait(process, stop)
         # Killed by a signal, the shell may be only the first of its group to die: a worker that Ray
         # force-exits (its job's driver died) first kills its own children, i.e. the shell, and a moment later
         # itself, and this loop can see the shell's death in between. So the watcher stands down only after the
@@ -130,10 +134,12 @@ def _run(command: str, job: Job, stdout, stderr) -> int:
         return returncode
 
 
-def _wait(process: subprocess.Popen) -> int:
+def _wait(process: subprocess.Popen, stop: threading.Event | None) -> int:
     """The command's exit status; if this task is cancelled or the worker shuts down, stop it first."""
     try:
         while True:
+            if stop is not None and stop.is_set():
+                raise KeyboardInterrupt  # the local pool's cancel, stopped below as Ray's is
             # Wait in short slices: Ray cancels a task by interrupting its main thread, which a plain
             # blocking wait() would not notice until the command ended.
             try:
