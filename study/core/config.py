@@ -137,6 +137,9 @@ class BudgetCheckParams:
 class TrainParams:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     compile: StrictBool = False
+    # The training step captured once as a CUDA graph and replayed (study.train.graphed): "auto" on CUDA,
+    # "off" the eager step everywhere. CPU runs always take the eager step.
+    graph: Literal["auto", "off"] = "auto"
     # Forward-pass precision: "auto" is bf16 autocast on CUDA and float32 on CPU; "bf16" forces autocast on
     # any device (CI runs the GPU path's dtypes on CPU with it); "fp32" never autocasts.
     precision: Literal["auto", "bf16", "fp32"] = "auto"

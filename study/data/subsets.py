@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from study.data.prepared import sha256
 from study.core.errors import StudyError
 from study.core.io import atomic_dir, read_json, write_json
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def class_counts(n_per_class: np.ndarray, fraction: float) -> np.ndarray:
@@ -93,6 +96,8 @@ def write_subsets(
                     {"seed": seed, "fraction": f, "images": idx.size,
                      "min_per_class": int(counts.min()), "max_per_class": int(counts.max())}
                 )
+        import pandas as pd  # here: the training stages import this module, and pandas costs them a quarter second
+
         summary = pd.DataFrame(rows)
         summary.to_csv(tmp / "summary.csv", index=False)
         write_json(tmp / "manifest.json", {"sha256": digests})

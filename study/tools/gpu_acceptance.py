@@ -18,10 +18,11 @@ import pandas as pd
 
 from study.core import runtime
 from study.infra.bench import acceptance as acc
-from study.infra.bench.device_runs import compare, paired_runs, runs_from_log
+from study.infra.bench.device_runs import compare, paired_runs, runs_from_log, runs_from_metrics
 from study.infra.bench.from_params import bench_models, bench_shape
 from study.infra.bench.profile import profile_models
 from study.infra.bench.scratch_repro import scratch_copy, timed_repro
+from study.infra.bench.startup import time_startup
 from study.core.config import parse_params
 from study.core.errors import StudyError
 from study.core.entry import configured
@@ -40,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--smoke", action="store_true", help="toy sizes and the smoke preset: the CPU check CI runs")
     p.add_argument("--time-limit", type=float, default=540.0, help="seconds after which a `dvc repro` is stopped "
                    "(default 540)")
+    p.add_argument("--group", action="append", choices=("headline", "default"), help="the steps step: only this "
+                   "group of models (repeatable; default both)")
+    p.add_argument("--jobs", type=int, help="run the studies with `study run --jobs N` (a local pool of N stages at "
+                   "once) instead of `dvc repro`")
+    p.add_argument("--gpus-per-run", type=float, help="with --jobs: engine.gpus_per_run of the studies' scratch "
+                   "copies (the share of the GPU each stage takes; 0.125 runs eight at once)")
     p.add_argument("--dataset-files", type=Path, help="Fashion-MNIST's IDX files, copied into the scratch copy's "
                    "data.root (default: .kit/fashion-mnist when it exists, else the study's own search)")
     p.add_argument("--merge", type=Path, action="append", metavar="FOLDER", help="run no step: gather the --out "
@@ -60,8 +67,7 @@ def main(args: argparse.Namespace) -> str:
     if args.merge:
         report = acc.merge_folders(args.merge, out)
         if args.compare_runs and (out / "dvc-default-study.log").is_file():
-            pairs = paired_runs(runs_from_log((out / "dvc-default-study.log").read_text()),
-                                pd.read_csv(args.compare_runs))
+            pairs = paired_runs(_default_study_runs(out), pd.read_csv(args.compare_runs))
             acc.write_comparison(out, pairs, compare(pairs, params.analysis.curves.confidence))
             report = acc.render(out)
         return f"gpu-acceptance: {len(args.merge)} folder(s) merged -> {report}"
@@ -87,6 +93,23 @@ def main(args: argparse.Namespace) -> str:
             acc.merge_csv(out / "bench.csv", table, step)
             done.append(f"{step}: {len(table)} rows")
             continue
+        if step == acc.VARIANTS_STEP:
+            study = presets["smoke"] if args.smoke else params
+            groups = acc.variant_groups(bench_models(study, ["resnet", "vit"]), bench_shape(study),
+                                        size.batch_size if args.smoke else study.budget.batch_size,
+                                        headline_batch=size.batch_size, compile_models=size.compile_model)
+            groups = [g for g in groups if g[0] in (args.group or ("headline", "default"))]
+            table = acc.bench_variant_groups(groups, size if args.smoke else acc.VARIANTS_GPU_SIZE, device,
+                                             precision="auto")
+            for group, rows in table.groupby("group", sort=False):  # a later call may redo one group alone
+                acc.merge_csv(out / "variants.csv", rows, f"{step}-{group}")
+            done.append(f"{step}: {len(table)} rows, {int((table['error'].fillna('') != '').sum())} failed")
+            continue
+        if step == acc.STARTUP_STEP:
+            table = time_startup(repeats=1 if args.smoke else 3, cuda=device.type == "cuda")
+            acc.merge_csv(out / "startup.csv", table, step)
+            done.append(f"{step}: " + ", ".join(f"{r.command} {r.median_s:.2f} s" for r in table.itertuples()))
+            continue
         if step == acc.PROFILE_STEP:
             summary, kernels = profile_models(list(acc.HEADLINE), acc.HEADLINE_SHAPE, batch_size=size.batch_size,
                                               steps=acc.PROFILE_STEPS["smoke" if args.smoke else "gpu"],
@@ -103,9 +126,14 @@ def main(args: argparse.Namespace) -> str:
                    if args.smoke and step == "default-study" else [])
         limit = min(args.time_limit, 12.0) if args.smoke and step == "gpu-preset" else args.time_limit  # the stop
         files = dataset_files if study.data.dataset == "fashionmnist" else None
+        if args.gpus_per_run is not None:
+            if "\nengine:" in "\n" + text:
+                raise StudyError(f"--gpus-per-run: {label} has an engine section already; set gpus_per_run there")
+            text += f"\nengine: {{gpus_per_run: {args.gpus_per_run}}}  # study gpu-acceptance --gpus-per-run\n"
         with tempfile.TemporaryDirectory(prefix="study-acceptance-") as scratch:
             project = scratch_copy(root, Path(scratch) / "project", text, files, study.data.root)
-            rows, summary = timed_repro(project, targets, limit, out / f"dvc-{step}.log")
+            rows, summary = timed_repro(project, targets, limit, out / f"dvc-{step}.log", jobs=args.jobs)
+            acc.merge_csv(out / "device-runs.csv", runs_from_metrics(project), step)
         acc.merge_csv(out / "stages.csv", pd.DataFrame(rows, columns=["stage", "seconds", "status"]), step)
         acc.merge_csv(out / "studies.csv", pd.DataFrame([{**summary, "params": label}]), step)
         done.append(f"{step}: {summary['stages_done']} stage(s) in {summary['seconds']:.0f} s"
@@ -113,3 +141,13 @@ def main(args: argparse.Namespace) -> str:
                     + ("" if summary["returncode"] == 0 or summary["stopped"] else " (FAILED, see the log)"))
     report = acc.render(out)
     return f"gpu-acceptance on {device.type}: " + "; ".join(done) + f" -> {report}"
+
+
+def _default_study_runs(out: Path) -> pd.DataFrame:
+    """The default study's GPU runs at the study's budget: from device-runs.csv (every run's metrics.json, which
+    calls since `study run --jobs` write), else from the train stages' summary lines in the `dvc repro` log."""
+    if (out / "device-runs.csv").is_file():
+        runs = pd.read_csv(out / "device-runs.csv")
+        runs = runs[(runs["step"] == "default-study") & (runs["budget_factor"] == 1.0)]
+        return runs[["model", "fraction", "seed", "test_top1", "train_seconds"]].reset_index(drop=True)
+    return runs_from_log((out / "dvc-default-study.log").read_text())

@@ -61,6 +61,12 @@ class Augmentation:
         return self.mixup_alpha > 0 or self.cutmix_alpha > 0
 
     @property
+    def crop_flip_only(self) -> bool:
+        """Crop or flip on, nothing else: what :func:`study.train.device_crop.crop_flip` draws on the device."""
+        return bool(self.crop_padding or self.hflip) and self.auto_augment == "none" and not self.erasing \
+            and not self.mixes
+
+    @property
     def active(self) -> bool:
         return bool(self.crop_padding or self.hflip or self.auto_augment != "none" or self.erasing or self.mixes)
 

@@ -60,6 +60,15 @@ class BatchOrder:
             position, needed = position + part.numel(), needed - part.numel()
         return torch.cat(parts)
 
+    def table(self, steps: int) -> torch.Tensor:
+        """Indices of steps ``0 .. steps - 1`` as one ``(steps, batch_size)`` tensor, row ``s`` equal to
+        :meth:`indices` of ``s``: on a GPU the whole run's order moves to the device once, so that no step
+        waits for a host-to-device copy of its indices (a copy from pageable memory synchronises the stream)."""
+        needed = steps * self.batch_size
+        epochs = -(-needed // self.n)  # ceil: the epochs the run reaches into
+        order = torch.cat([self._permutation(epoch) for epoch in range(epochs)])  # (epochs * n,)
+        return order[:needed].view(steps, self.batch_size)  # (steps, B)
+
 
 def channel_stats(images: np.ndarray) -> tuple[list[float], list[float]]:
     """Per-channel mean and std of uint8 images (N, H, W, C), on the 0-1 scale."""

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn as nn
 from tqdm import tqdm
@@ -32,6 +31,7 @@ from study.train.batches import DeviceSplit, channel_stats
 from study.train.budget import Budget
 from study.train.convergence import convergence
 from study.train.evaluate import evaluate
+from study.train.graphed import GraphedTrainStep, wants_graph
 from study.train.losses import DistillationLoss
 from study.train.resume import load_resume, save_resume
 from study.train.spec import RunSpec
@@ -73,6 +73,7 @@ def train_run(
     compile_model: bool,
     precision: str,
     eval_batch_size: int,
+    graph: str = "off",
     checkpoint_every: int,
     fingerprint: str,
     paths: RunPaths,
@@ -94,8 +95,10 @@ def train_run(
     loss_fn = loss_fn.to(device)
     image_size = tuple(train[0].shape[1:3])  # (H, W) of the (N, H, W, C) images
     augment = BatchAugment(augmentation, mean, std, spec.num_classes, image_size)
-    train_step = TrainStep(model, loss_fn, recipe, train_split, augment, budget.steps, budget.batch_size, seed,
-                           device, channels_last, compile_model, precision)
+    graphed = wants_graph(device, graph)
+    train_step = (GraphedTrainStep if graphed else TrainStep)(
+        model, loss_fn, recipe, train_split, augment, budget.steps, budget.batch_size, seed, device, channels_last,
+        compile_model, precision)
     optimizer, autocast = train_step.optimizer, train_step.autocast
     eval_every = math.ceil(budget.steps / _HISTORY_POINTS)
 
@@ -146,6 +149,8 @@ def train_run(
     save_trained(paths.checkpoint, model, spec)
     with atomic_path(paths.predictions) as tmp, tmp.open("wb") as file:
         np.save(file, torch.cat(predictions, dim=1).to(torch.int16).cpu().numpy())  # (1 + heads, N)
+    import pandas as pd  # here, not at the top: its import is a quarter second of every training stage's start
+
     with atomic_path(paths.history) as tmp:
         pd.DataFrame(history).to_csv(tmp, index=False)
     metrics = _metrics(spec, budget, test_scores, history, train_seconds, device,
@@ -154,6 +159,9 @@ def train_run(
     metrics["train_scored_images"] = len(scored)
     metrics["augment"] = augmentation.as_dict()
     metrics["convergence"] = convergence(history)
+    if graphed:  # only where it applies, so that CPU runs' files stay as they were
+        metrics["graph"] = ("after host-side augmentation" if not train_step.inline_batch else
+                            "whole step, crop and flip drawn on the device" if train_step.device_crop else "whole step")
     views = _teacher_views(distilled)
     if views is not None:
         metrics["teacher_views_seen"], metrics["teacher_views_disagreeing"] = views
@@ -196,7 +204,7 @@ def _history_row(step, budget: Budget, train_loss, val, optimizer, train_seconds
         "train_loss": round(train_loss, 6),
         "val_loss": round(val["loss"], 6),
         "val_top1": round(val["top1"], 6),
-        "lr": optimizer.param_groups[0]["lr"],
+        "lr": float(optimizer.param_groups[0]["lr"]),  # a device tensor in a captured step
     }
     if teacher_views is not None:  # distilled runs only; the share of all views so far, ending at metrics.json's
         row["teacher_view_disagreement"] = round(_share(teacher_views), 6)

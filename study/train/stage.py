@@ -116,6 +116,7 @@ def run(params: Params, model_name: str, fraction: float, seed: int, prepared: P
         spec=spec.as_dict(), recipe=recipe, budget=budget.as_dict(), augment=augmentation.as_dict(), device=device.type,
         compile=params.train.compile, precision=resolved_precision(device, params.train.precision),
         subset=sha256(train_idx), validation=sha256(val_idx),
+        **({"graph": params.train.graph} if device.type == "cuda" else {}),  # CPU runs: always eager
     )
     metrics_out = train_run(
         model=model, spec=spec, recipe=recipe, budget=budget,
@@ -124,7 +125,7 @@ def run(params: Params, model_name: str, fraction: float, seed: int, prepared: P
         test=(view(data.test_images), data.test_labels),
         seed=seed, augmentation=augmentation, device=device, loss_fn=loss_fn,
         channels_last=not is_transformer(model), compile_model=params.train.compile,
-        precision=params.train.precision, eval_batch_size=params.train.eval_batch_size,
+        precision=params.train.precision, graph=params.train.graph, eval_batch_size=params.train.eval_batch_size,
         checkpoint_every=params.train.checkpoint_every, fingerprint=fingerprint,
         paths=RunPaths(checkpoint=checkpoint, metrics=metrics, history=history, resume=resume, predictions=predictions,
                        initial=checkpoint.with_name("init.pt")),

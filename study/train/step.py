@@ -36,7 +36,11 @@ class Recipe:
     warmup: float
 
 
-def make_optimizer(model: nn.Module, recipe: Recipe, fused: bool) -> torch.optim.Optimizer:
+def make_optimizer(model: nn.Module, recipe: Recipe, fused: bool, lr: float | torch.Tensor | None = None,
+                   capturable: bool = False) -> torch.optim.Optimizer:
+    """The recipe's optimiser; ``lr`` (default: the recipe's) may be a one-element device tensor, which a
+    captured step rewrites in place (study.train.graphed); ``capturable`` is AdamW's flag for graph capture."""
+    lr = recipe.lr if lr is None else lr
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:
@@ -44,8 +48,9 @@ def make_optimizer(model: nn.Module, recipe: Recipe, fused: bool) -> torch.optim
         (no_decay if p.ndim < 2 or name.split(".")[-1] in _NO_DECAY_NAMES else decay).append(p)
     groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     if recipe.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=recipe.lr, momentum=recipe.momentum, nesterov=True, fused=fused or None)
-    return torch.optim.AdamW(groups, lr=recipe.lr, betas=(0.9, recipe.beta2), fused=fused or None)
+        return torch.optim.SGD(groups, lr=lr, momentum=recipe.momentum, nesterov=True, fused=fused or None)
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, recipe.beta2), fused=fused or None,
+                             capturable=capturable)
 
 
 def to_input(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
@@ -95,13 +100,24 @@ class TrainStep:
         self.precision = resolved_precision(device, precision)  # "bf16" or "fp32", as recorded in metrics
         self.autocast = autocast_for(device, precision)
         self.order = BatchOrder(len(split), batch_size, seed)
+        # On a GPU the run's whole order lives on the device: copying each step's indices from pageable
+        # host memory would synchronise the stream every step, and the host could never run ahead.
+        self.order_table = self.order.table(total_steps).to(device) if on_gpu else None  # (steps, B)
         self.warmup_steps = math.ceil(recipe.warmup * total_steps)
+
+    def indices(self, step: int) -> torch.Tensor:
+        """The batch of step ``step``: indices (B,) into the split, on its device."""
+        return self.order.indices(step) if self.order_table is None else self.order_table[step]
+
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Step ``step``'s model input ``(B, C, H, W)`` and loss targets, gathered and augmented on the device."""
+        idx = self.indices(step)
+        x, y = self.augment(self.split.images[idx], self.split.labels[idx], self.seed, step)
+        return to_input(x, self.channels_last), y
 
     def __call__(self, step: int) -> torch.Tensor:
         """Take optimiser step ``step``; return its loss (a detached scalar on the device)."""
-        idx = self.order.indices(step).to(self.device)
-        x, y = self.augment(self.split.images[idx], self.split.labels[idx], self.seed, step)
-        x = to_input(x, self.channels_last)  # (B, C, H, W); y: labels (B,) or soft targets (B, classes)
+        x, y = self.batch(step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr_at(step, self.total_steps, self.recipe.lr, self.warmup_steps)
         with self.autocast:

@@ -49,16 +49,36 @@ def smoke_run(tmp_path_factory) -> tuple[int, Path, dict[str, str]]:
 def test_every_step_writes_its_tables(smoke_run):
     status, out, _ = smoke_run
     assert status == 0
-    assert {p.name for p in out.iterdir()} == {"acceptance.md", "bench.csv", "profile.csv", "kernels.csv",
-                                               "stages.csv", "studies.csv", "device.json", "dvc-default-study.log",
+    assert {p.name for p in out.iterdir()} == {"acceptance.md", "bench.csv", "variants.csv", "startup.csv",
+                                               "profile.csv", "kernels.csv", "stages.csv", "studies.csv",
+                                               "device-runs.csv", "device.json", "dvc-default-study.log",
                                                "dvc-gpu-preset.log"}
     # The device tool brings back at most 8 files from $OUT, and each step is one device call (all of them would
     # not fit its 10 minutes): every step's own files fit.
-    per_step = {"bench": {"bench.csv"}, "bench-presets": {"bench.csv"}, "profile": {"profile.csv", "kernels.csv"},
-                "default-study": {"stages.csv", "studies.csv", "dvc-default-study.log"},
-                "gpu-preset": {"stages.csv", "studies.csv", "dvc-gpu-preset.log"}}
+    per_step = {"bench": {"bench.csv"}, "bench-presets": {"bench.csv"}, "steps": {"variants.csv"},
+                "startup": {"startup.csv"}, "profile": {"profile.csv", "kernels.csv"},
+                "default-study": {"stages.csv", "studies.csv", "device-runs.csv", "dvc-default-study.log"},
+                "gpu-preset": {"stages.csv", "studies.csv", "device-runs.csv", "dvc-gpu-preset.log"}}
     assert set(per_step) == set(acc.STEPS)
     assert all(len(files | {"acceptance.md", "device.json"}) <= 8 for files in per_step.values())
+
+
+def test_every_step_variant_runs_for_every_model(smoke_run):
+    """The study's step beside the plain, host-indexed, captured (eagerly on a CPU) and compiled ones: on CPU the
+    smoke run compiles nothing, so four variants per model and group, each with a speed and no error."""
+    variants = pd.read_csv(smoke_run[1] / "variants.csv")
+    assert set(variants["step"]) == {"steps-headline", "steps-default"}
+    assert variants["error"].isna().all()
+    assert (variants["images_per_s"] > 0).all()
+    for (group, model, augment), rows in variants.groupby(["group", "model", "augment"]):
+        assert list(rows["variant"]) == ["plain eager", "study eager, host indices", "study eager", "study graph"]
+    assert set(variants.loc[variants["group"] == "headline", "augment"]) == {"none", "crop 4+flip"}
+    startup = pd.read_csv(smoke_run[1] / "startup.csv")
+    assert list(startup["command"]) == ["python -c 'import torch'", "study train --help"]
+    assert (startup["median_s"] > 0).all()
+    runs = pd.read_csv(smoke_run[1] / "device-runs.csv")
+    default = runs[runs["step"] == "default-study"]
+    assert len(default) == 1 and (default["graph"] == "off").all() and (default["images_per_s"] > 0).all()
 
 
 def test_the_headline_and_preset_models_are_benched_on_both_paths(smoke_run):
@@ -99,7 +119,7 @@ def test_the_profile_times_each_headline_model_and_sees_no_kernels_on_a_cpu(smok
     assert "No device kernels were recorded" in (out / "acceptance.md").read_text()
 
 
-# Kernel names as torch.profiler reported them on an H200 (PyTorch 2.11, cuDNN 9), docs/gpu/kernels.csv.
+# Kernel names as torch.profiler reported them on an H200 (PyTorch 2.11, cuDNN 9), docs/gpu/h200-2026-11-26/kernels.csv.
 @pytest.mark.parametrize("name, kind", [
     ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_3_64x64x64", "attention"),
     ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64", "convolution"),
@@ -143,7 +163,7 @@ def test_the_profile_section_reads_busy_against_wall_on_a_gpu():
 
 def test_the_report_gives_the_tables_and_no_verdict_on_a_cpu(smoke_run):
     text = (smoke_run[1] / "acceptance.md").read_text()
-    assert "## Training step" in text and "## `dvc repro`, timed per stage" in text
+    assert "## Training step" in text and "## The studies end to end, timed per stage" in text
     assert "no verdict" in text and "met" not in text.replace("Not a GPU", "")
 
 
@@ -194,20 +214,25 @@ def test_without_git_the_scratch_copy_is_a_dvc_project_without_scm(tmp_path, mon
 def test_folders_of_separate_calls_merge_into_one_report(smoke_run, tmp_path):
     """One device call per step, each with its own $OUT: --merge puts them back together."""
     out = smoke_run[1]
+    names = ("bench.csv", "variants.csv", "startup.csv", "profile.csv", "kernels.csv", "stages.csv", "studies.csv",
+             "device-runs.csv")
+    labels = {label for name in names for label in pd.read_csv(out / name)["step"]}  # steps, groups of steps
+    assert labels == set(acc.STEPS) - {"steps"} | {"steps-headline", "steps-default"}
     calls = []
-    for step in acc.STEPS:  # what each call would have written
-        folder = tmp_path / step
+    expanded = {"steps": ["steps-headline", "steps-default"]}  # the order the steps step writes its groups in
+    for label in [label for step in acc.STEPS for label in expanded.get(step, [step])]:  # one call each
+        folder = tmp_path / label
         folder.mkdir()
         (folder / "device.json").write_text((out / "device.json").read_text())
-        for name in ("bench.csv", "profile.csv", "kernels.csv", "stages.csv", "studies.csv"):
+        for name in names:
             table = pd.read_csv(out / name)
-            if step in set(table["step"]):
-                table[table["step"] == step].to_csv(folder / name, index=False)
+            if label in set(table["step"]):
+                table[table["step"] == label].to_csv(folder / name, index=False)
         calls.append(folder)
     merged = tmp_path / "merged"
     args = [a for folder in calls for a in ("--merge", str(folder))]
     assert main(["gpu-acceptance", "--out", str(merged), *args]) == 0
-    for name in ("bench.csv", "profile.csv", "stages.csv", "studies.csv"):
+    for name in set(names) - {"kernels.csv"}:  # on a CPU the profiler records no device kernels: no rows to merge
         ours, theirs = pd.read_csv(merged / name), pd.read_csv(out / name)
         assert sorted(map(tuple, ours.astype(str).values)) == sorted(map(tuple, theirs.astype(str).values)), name
     assert (merged / "acceptance.md").read_text() == (out / "acceptance.md").read_text()
@@ -278,9 +303,10 @@ def test_the_merge_sets_the_gpu_runs_beside_the_cpu_runs(tmp_path, monkeypatch):
                  str(tmp_path / "missing.csv")]) == 2
 
 
-def test_the_committed_gpu_report_is_what_its_tables_render(tmp_path):
-    """docs/gpu/acceptance.md (the H200's, quoted in docs/gpu/README.md) stays what the current code makes of its CSVs."""
-    committed = ROOT / "docs" / "gpu"
+@pytest.mark.parametrize("run", ["h200-2026-11-26", "h100-2026-11-27"])
+def test_the_committed_gpu_report_is_what_its_tables_render(run, tmp_path):
+    """Each acceptance.md under docs/gpu/ (quoted in docs/gpu/README.md) stays what the current code makes of its CSVs."""
+    committed = ROOT / "docs" / "gpu" / run
     copy = tmp_path / "gpu"
     shutil.copytree(committed, copy)
     (copy / "acceptance.md").unlink()

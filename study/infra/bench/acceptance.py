@@ -25,6 +25,7 @@ step at toy size with ``configs/smoke.yaml``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import shutil
@@ -35,14 +36,17 @@ import pandas as pd
 import torch
 
 from study.infra.bench.benchmark import run_benchmark
+from study.infra.bench.measure import measure_peak_flops
+from study.infra.bench.step_variants import bench_variants
 from study.infra.bench.table import STUDY
 from study.infra.bench.workload import BenchModel, Shape
 from study.core.errors import StudyError
 from study.core.io import atomic_path, read_json, write_json, write_text
 from study.outputs.tables import markdown_table
+from study.train.augment import Augmentation
 
-STEPS = ("bench", "bench-presets", "profile", "default-study", "gpu-preset")
-BENCH_STEPS, PROFILE_STEP, STUDY_STEPS = STEPS[:2], STEPS[2], STEPS[3:]
+STEPS = ("bench", "bench-presets", "steps", "startup", "profile", "default-study", "gpu-preset")
+BENCH_STEPS, VARIANTS_STEP, STARTUP_STEP, PROFILE_STEP, STUDY_STEPS = STEPS[:2], STEPS[2], STEPS[3], STEPS[4], STEPS[5:]
 # The headline models and the targets the GPU acceptance checks (docs/gpu/README.md, "The targets"): MFU
 # against the measured bf16 peak, and img/s against the usual DataLoader recipe in the same run; the default
 # study end to end.
@@ -50,7 +54,7 @@ HEADLINE_SHAPE = Shape(image_size=32, in_chans=3, num_classes=10)
 HEADLINE = (BenchModel("ResNet-18 (3x3 stem)", "resnet18"), BenchModel("ViT-Tiny/4", "vit"))
 MFU_TARGET = {"ResNet-18 (3x3 stem)": 0.35, "ViT-Tiny/4": 0.25}
 SPEEDUP_TARGET = 3.0
-DEFAULT_STUDY_SECONDS_TARGET = 300.0
+DEFAULT_STUDY_SECONDS_TARGET = 180.0  # issue 48: on one H100 or H200, `study run --jobs N`
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,9 @@ class BenchSize:
     peak_size: int | None  # matmul side for the peak; None: the device's default
 
 
+# The step variants on GPU: fewer steps than the benchmark's, since the compiled variants' warm-up dominates the call.
+VARIANTS_GPU_SIZE = BenchSize(batch_size=512, steps=30, warmup_steps=8, repeats=3, workers=(), images=16384,
+                              compile_model=True, peak_size=None)
 # Steps under the profiler, after the benchmark's warm-up: enough for a steady picture, few enough for a small trace.
 PROFILE_STEPS = {"gpu": 20, "smoke": 2}
 
@@ -94,6 +101,119 @@ def bench_groups(groups: list[tuple[str, Shape, list[BenchModel]]], size: BenchS
     return pd.concat(tables, ignore_index=True)
 
 
+# --- the study's step against plain, captured and compiled steps ------------------------------------------------
+
+# Issue 48's targets on one H100 or H200, img/s of the study's fastest step (graph, or graph + compile), with MFU
+# against the measured bf16 peak where given; the default study's models are judged in its stages too.
+VARIANT_TARGETS = {
+    ("headline", "ResNet-18 (3x3 stem)"): (80_000, 0.33),
+    ("headline", "ViT-Tiny/4"): (50_000, 0.14),
+    ("default", "resnet"): (150_000, None),
+    ("default", "vit"): (80_000, None),
+}
+# The CIFAR ResNet's augmentation (crop after 4 px of padding, flip): the study's own for the headline models.
+HEADLINE_AUGMENTATION = Augmentation(crop_padding=4, hflip=True)
+
+
+def variant_groups(default_models: list[BenchModel], default_shape: Shape, default_batch: int,
+                   headline_batch: int, compile_models: bool) -> list[tuple[str, Shape, list[BenchModel], int, tuple[str, ...]]]:
+    """(group, shape, models, batch, models compiled) of the ``steps`` step: the headline pair with the study's
+    crop and flip, and without augmentation, and the default study's own models. Compiling takes up to a minute
+    per model, so only the models whose targets need it are compiled, and none when ``compile_models`` is off."""
+    augmented = [dataclasses.replace(m, augmentation=HEADLINE_AUGMENTATION) for m in HEADLINE]
+    compiled = (lambda names: names) if compile_models else (lambda names: ())  # noqa: E731
+    return [("headline", HEADLINE_SHAPE, augmented, headline_batch, compiled(tuple(m.name for m in HEADLINE))),
+            ("headline", HEADLINE_SHAPE, list(HEADLINE), headline_batch, ()),
+            ("default", default_shape, default_models, default_batch, compiled(("vit",)))]
+
+
+def bench_variant_groups(groups, size: BenchSize, device: torch.device, precision: str) -> pd.DataFrame:
+    peak, dtype = measure_peak_flops(device, size.peak_size, precision=precision)
+    tables = [bench_variants(models, shape, batch_size=batch, steps=size.steps, warmup_steps=size.warmup_steps,
+                             repeats=size.repeats, images=max(size.images, 2 * batch), device=device,
+                             peak_flops=peak, precision=precision, compiled_models=compiled).assign(group=name)
+              for name, shape, models, batch, compiled in groups]
+    return pd.concat(tables, ignore_index=True).assign(peak_tflop_s=peak / 1e12, peak_dtype=dtype)
+
+
+def variants_section(table: pd.DataFrame, gpu: bool) -> list[str]:
+    ok = _errors(table) == ""
+    shown = pd.DataFrame({
+        "group": table["group"], "model": table["model"], "input": table["input"], "batch": table["batch_size"],
+        "augment": table["augment"], "variant": table["variant"],
+        "img/s": [f"{v:,.0f}" if k else "failed" for v, k in zip(table["images_per_s"], ok)],
+        "ms/step": table["ms_per_step"].round(2), "MFU %": (100 * table["mfu"]).round(1),
+        "error": _errors(table),
+    })
+    peak = table["peak_tflop_s"].iloc[0]
+    lines = ["## The study's step against plain, captured and compiled steps", "",
+             f"Same model, weights and synthetic data per row, data on the device; MFU against {peak:.1f} TFLOP/s "
+             f"({table['peak_dtype'].iloc[0]}) measured in the same run. `plain eager`: a fixed batch, no gather, "
+             "augmentation or schedule; `study eager`: the study's step (`train.graph: off`); `study graph`: the same "
+             "step as one CUDA graph; `+ compile`: with `torch.compile` inside the graph.", "",
+             markdown_table(shown, digits=2), ""]
+    if gpu:
+        lines += ["Targets: " + "; ".join(_variant_verdict(table, key, target) for key, target in
+                                          VARIANT_TARGETS.items()), ""]
+    return lines
+
+
+def _errors(table: pd.DataFrame) -> pd.Series:
+    """The error column as text: read back from CSV, a column with no error is all NaN (floats)."""
+    return table["error"].astype(object).where(table["error"].notna(), "")
+
+
+def _variant_verdict(table: pd.DataFrame, key: tuple[str, str], target: tuple[float, float | None]) -> str:
+    group, model = key
+    rows = table[(table["group"] == group) & (table["model"] == model) & table["variant"].str.startswith("study graph")
+                 & (_errors(table) == "")]
+    if group == "headline":
+        rows = rows[rows["augment"] != "none"]
+    if rows.empty:
+        return f"{model} not measured"
+    best = rows.loc[rows["images_per_s"].idxmax()]
+    speed, mfu = target
+    ok = best["images_per_s"] >= speed and (mfu is None or best["mfu"] >= mfu)
+    shown_mfu = f" (target {100 * mfu:.0f}% MFU: {100 * best['mfu']:.1f}%)" if mfu else ""
+    return (f"{model} {best['images_per_s']:,.0f} img/s by {best['variant']} (target {speed:,}){shown_mfu}: "
+            f"{'met' if ok else 'not met'}")
+
+
+# In-stage targets for the default study's models on the GPU (img/s of a run's own steps, its metrics.json).
+IN_STAGE_TARGETS = {"vit": 80_000, "resnet": 150_000}
+
+
+def device_runs_section(runs: pd.DataFrame, gpu: bool) -> list[str]:
+    """Per model, how fast the study's runs trained inside their stages: the images/s of each run's own steps."""
+    if "budget_factor" not in runs:  # a call that finished no run
+        return []
+    runs = runs[runs["budget_factor"] == 1.0]
+    if runs.empty:
+        return []
+    by_model = runs.groupby("model", sort=False).agg(
+        runs=("run", "size"), steps=("steps", "median"), train_s=("train_seconds", "median"),
+        median_img_s=("images_per_s", "median"), best_img_s=("images_per_s", "max"), graph=("graph", "first"),
+    ).reset_index()
+    lines = ["## The default study's runs: in-stage training speed", "",
+             "Each run's own optimiser steps, as the run recorded them: images seen over `train_seconds`, which "
+             "include the graph's capture and leave out evaluation and process start; at the study's budget.", "",
+             markdown_table(by_model.round(1), digits=1), ""]
+    verdicts = []
+    for model, target in IN_STAGE_TARGETS.items():
+        row = by_model[by_model["model"] == model]
+        if len(row):
+            best = row.iloc[0]["median_img_s"]
+            verdicts.append(f"{model} median {best:,.0f} img/s (target {target:,}): {'met' if best >= target else 'not met'}")
+    return lines + (["Targets: " + "; ".join(verdicts), ""] if verdicts and gpu else [])
+
+
+def startup_section(table: pd.DataFrame) -> list[str]:
+    shown = table.assign(median_s=table["median_s"].round(2), ratio=table["ratio_to_import_torch"].round(2))
+    return ["## Process start", "", "Each command's median wall time over interleaved rounds (every DVC stage is a "
+            "new process and pays it).", "", markdown_table(shown[["command", "median_s", "ratio", "all_s"]],
+                                                            digits=2), ""]
+
+
 # --- the folder of results -----------------------------------------------------------------------------------
 
 
@@ -116,7 +236,8 @@ def merge_folders(folders: list[Path], out: Path) -> Path:
     for folder in folders:
         if not (folder / "device.json").is_file():
             raise StudyError(f"--merge {folder}: no device.json there; give folders that `study gpu-acceptance` wrote")
-        for name in ("bench.csv", "profile.csv", "kernels.csv", "stages.csv", "studies.csv"):
+        for name in ("bench.csv", "variants.csv", "startup.csv", "profile.csv", "kernels.csv", "stages.csv",
+                     "studies.csv", "device-runs.csv"):
             if (folder / name).is_file():
                 table = pd.read_csv(folder / name)
                 for step, rows in table.groupby("step", sort=False):
@@ -154,6 +275,12 @@ def render(out: Path) -> Path:
             parts += ["Not a GPU: the targets below are a GPU's, so no verdict is given.", ""]
     if (out / "bench.csv").exists():
         parts += bench_section(pd.read_csv(out / "bench.csv"), gpu=_on_gpu(out))
+    if (out / "variants.csv").exists():
+        parts += variants_section(pd.read_csv(out / "variants.csv"), gpu=_on_gpu(out))
+    if (out / "startup.csv").exists():
+        parts += startup_section(pd.read_csv(out / "startup.csv"))
+    if (out / "device-runs.csv").exists():
+        parts += device_runs_section(pd.read_csv(out / "device-runs.csv"), gpu=_on_gpu(out))
     if (out / "profile.csv").exists():
         kernels = pd.read_csv(out / "kernels.csv") if (out / "kernels.csv").exists() else pd.DataFrame()
         parts += profile_section(pd.read_csv(out / "profile.csv"), kernels)
@@ -264,9 +391,11 @@ def comparison_section(pairs: pd.DataFrame, summary: pd.DataFrame, stages: pd.Da
 
 
 def study_section(stages: pd.DataFrame, studies: pd.DataFrame, gpu: bool) -> list[str]:
-    lines = ["## `dvc repro`, timed per stage", ""]
+    lines = ["## The studies end to end, timed per stage", ""]
+    jobs = studies["jobs"] if "jobs" in studies else pd.Series([float("nan")] * len(studies))
     summary = pd.DataFrame({
         "study": studies["step"], "params": studies["params"], "targets": studies["targets"],
+        "command": ["dvc repro" if pd.isna(j) else f"study run --jobs {int(j)}" for j in jobs],
         "wall s": studies["seconds"].round(1),
         "stages done": [f"{int(d)} of {int(p)}" for d, p in zip(studies["stages_done"], studies["stages_in_pipeline"])],
         "ended": ["stopped at the time limit" if s else ("ok" if r == 0 else f"failed ({int(r)})")
@@ -280,5 +409,7 @@ def study_section(stages: pd.DataFrame, studies: pd.DataFrame, gpu: bool) -> lis
         lines += [f"Target: the default study end to end in at most {DEFAULT_STUDY_SECONDS_TARGET:.0f} s: "
                   f"{row['seconds']:.0f} s, {'met' if ok else 'not met'}.", ""]
     per_stage = stages.assign(seconds=stages["seconds"].round(1))[["step", "stage", "seconds", "status"]]
-    lines += ["Per stage (wall time from its start to the next stage's):", "", markdown_table(per_stage, digits=1), ""]
+    lines += ["Per stage: under `dvc repro`, which runs one stage at a time, the wall time from its start to the next "
+              "stage's; under `study run`, where stages overlap, its own (whole seconds).", "",
+              markdown_table(per_stage, digits=1), ""]
     return lines

@@ -15,9 +15,11 @@ the budget factor). The CPU's are the ``curves`` stage's ``runs.csv``.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pandas as pd
 
+from study.core.io import read_json
 from study.stats.intervals import equivalence_bound, holm_intervals
 
 # "train: vit fraction 0.02 seed 1: test top-1 0.7412 after 300 steps x 128 (...) in 5s, 8036 img/s on NVIDIA H200"
@@ -31,6 +33,20 @@ def runs_from_log(text: str) -> pd.DataFrame:
              "test_top1": float(m["test_top1"]), "train_seconds": int(m["train_seconds"])}
             for m in _SUMMARY.finditer(text)]
     return pd.DataFrame(rows, columns=["model", "fraction", "seed", "test_top1", "train_seconds"])
+
+
+def runs_from_metrics(project: Path) -> pd.DataFrame:
+    """One row per finished training run of ``project`` (every ``metrics.json`` under it): where it trained, how
+    fast (its own steps' img/s, which leave out process start and evaluation), and whether its step was a graph."""
+    rows = []
+    for path in sorted(project.glob("runs*/**/metrics.json")):
+        m = read_json(path)
+        rows.append({"run": str(path.parent.relative_to(project)), "model": m["model"], "fraction": m["fraction"],
+                     "seed": m["seed"], "budget_factor": m.get("budget_factor", 1.0), "test_top1": m["test_top1"],
+                     "steps": m["budget"]["steps"], "train_seconds": m["train_seconds"],
+                     "images_per_s": m["throughput_images_per_s"], "graph": m.get("graph", "off"),
+                     "device": m["device"], "precision": m["precision"]})
+    return pd.DataFrame(rows)
 
 
 def paired_runs(device_runs: pd.DataFrame, cpu_runs: pd.DataFrame) -> pd.DataFrame:

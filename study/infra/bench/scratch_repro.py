@@ -9,7 +9,9 @@ reaches its time limit is stopped (SIGTERM to dvc's process group, then SIGKILL)
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +26,8 @@ from study.presets import commit_all
 # Top-level entries of the checkout that a scratch copy leaves out: environments, kits, pipeline outputs, caches.
 _NOT_COPIED = {".git", ".venv", ".kit", ".whl", ".carry", ".gl", "runs", "data", "reports", "build", ".pytest_cache"}
 _STOP_GRACE_SECONDS = 10.0
+# `study run`'s line for each finished stage (study.infra.engine.progress): "train@vit-0.5-0 (41 s): train: ...".
+_FINISHED = re.compile(r"^(?P<stage>\S+) \((?P<seconds>[\d.]+) s\): (?P<last>.*)$")
 
 
 def scratch_copy(root: Path, dest: Path, params_text: str, dataset_files: Path | None, data_root: str) -> Path:
@@ -55,31 +59,38 @@ def _dvc_env() -> dict[str, str]:
     return {**os.environ, "PATH": scripts + os.pathsep + os.environ.get("PATH", ""), "PYTHONUNBUFFERED": "1"}
 
 
-def _dvc() -> str:
-    found = shutil.which("dvc", path=_dvc_env()["PATH"])
+def _command(name: str) -> str:
+    """The path of ``name`` (`dvc`, `study`) as the runs will find it."""
+    found = shutil.which(name, path=_dvc_env()["PATH"])
     if found is None:
-        raise StudyError("`dvc` is not on PATH; install the project (or on a device machine: "
+        raise StudyError(f"`{name}` is not on PATH; install the project (or on a device machine: "
                          ". scripts/device-install)")
     return found
 
 
 def _run_dvc(project: Path, *args: str) -> str:
-    done = subprocess.run([_dvc(), *args], cwd=project, env=_dvc_env(), capture_output=True, text=True)
+    done = subprocess.run([_command("dvc"), *args], cwd=project, env=_dvc_env(), capture_output=True, text=True)
     if done.returncode != 0:
         raise StudyError(f"dvc {' '.join(args)} failed in {project}: {_last_line(done.stderr or done.stdout)}")
     return done.stdout
 
 
-def timed_repro(project: Path, targets: list[str], time_limit: float | None, log: Path) -> tuple[list[dict], dict]:
-    """``dvc repro [targets]`` in ``project``: one row per stage that started (its wall time, from its
-    "Running stage" line to the next one or the end) and a summary. Stopped after ``time_limit`` seconds."""
+def timed_repro(project: Path, targets: list[str], time_limit: float | None, log: Path,
+                jobs: int | None = None) -> tuple[list[dict], dict]:
+    """``dvc repro [targets]`` in ``project``, or with ``jobs`` ``study run --jobs N [targets]``: one row per
+    stage that started and a summary. Stopped after ``time_limit`` seconds. A stage's wall time is, under
+    ``dvc repro``, from its "Running stage" line to the next one or the end; under ``study run``, where stages
+    overlap, the one its finished line gives (whole seconds)."""
     planned = len(_run_dvc(project, "stage", "list", "--name-only").split())
     starts: list[tuple[str, float]] = []
+    finished: list[dict] = []
+    command = ([_command("dvc"), "repro", *targets] if jobs is None
+               else [_command("study"), "run", "--jobs", str(jobs), *targets])
     tic = time.monotonic()
     with log.open("w") as out:
-        process = subprocess.Popen([_dvc(), "repro", *targets], cwd=project, env=_dvc_env(), stdout=subprocess.PIPE,
+        process = subprocess.Popen(command, cwd=project, env=_dvc_env(), stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        reader = threading.Thread(target=_read_stages, args=(process.stdout, out, starts, tic), daemon=True)
+        reader = threading.Thread(target=_read_stages, args=(process.stdout, out, starts, tic, finished), daemon=True)
         reader.start()
         try:
             returncode = process.wait(timeout=time_limit)
@@ -89,6 +100,14 @@ def timed_repro(project: Path, targets: list[str], time_limit: float | None, log
             returncode, stopped = process.returncode, True
         reader.join()
     seconds = time.monotonic() - tic
+    if jobs is not None:
+        rows = finished
+        if stopped:
+            rows = rows + [{"stage": "(stages still running)", "seconds": math.nan, "status": "stopped at the time limit"}]
+        summary = {"seconds": seconds, "returncode": returncode, "stopped": stopped, "time_limit": time_limit,
+                   "stages_started": len(finished), "stages_done": sum(r["status"] == "done" for r in finished),
+                   "stages_in_pipeline": planned, "targets": " ".join(targets) or "all", "jobs": jobs}
+        return rows, summary
     rows = []
     for i, (stage, start) in enumerate(starts):
         end = starts[i + 1][1] if i + 1 < len(starts) else seconds
@@ -106,12 +125,17 @@ def timed_repro(project: Path, targets: list[str], time_limit: float | None, log
     return rows, summary
 
 
-def _read_stages(stream, out, starts: list[tuple[str, float]], tic: float) -> None:
-    """Copy dvc's output to the log; note when each "Running stage 'name':" line arrives."""
+def _read_stages(stream, out, starts: list[tuple[str, float]], tic: float, finished: list[dict]) -> None:
+    """Copy the output to the log; note when each of dvc's "Running stage 'name':" lines arrives, and each
+    stage that ``study run`` reports finished ("name (12 s): its last line")."""
     for line in stream:
         out.write(line)
         if line.startswith("Running stage '"):
             starts.append((line.split("'")[1], time.monotonic() - tic))
+        elif done := _FINISHED.match(line):
+            failed = done["last"].startswith(("error", "FAILED"))
+            finished.append({"stage": done["stage"], "seconds": float(done["seconds"]),
+                             "status": "failed" if failed else "done"})
 
 
 def _stop(process: subprocess.Popen) -> None:
