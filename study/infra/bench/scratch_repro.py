@@ -36,8 +36,8 @@ def scratch_copy(root: Path, dest: Path, params_text: str, dataset_files: Path |
     def ignore(folder: str, names: list[str]) -> set[str]:
         here = Path(folder).resolve()
         skipped = {n for n in names if n in ("__pycache__",) or n.endswith(".egg-info")}
-        if here == root.resolve():
-            skipped |= _NOT_COPIED & set(names) | {"dvc.lock"}
+        if here == root.resolve():  # runs_2x and the like: every runs folder is a pipeline output
+            skipped |= _NOT_COPIED & set(names) | {"dvc.lock"} | {n for n in names if n.startswith("runs")}
         if here == (root / ".dvc").resolve():
             skipped |= {"tmp", "cache", "config.local"} & set(names)
         return skipped
