@@ -315,3 +315,18 @@ def test_the_committed_gpu_report_is_what_its_tables_render(run, tmp_path):
     pairs = pd.read_csv(committed / "runs.csv")
     recomputed = device_runs.compare(pairs, 0.95)
     pd.testing.assert_frame_equal(recomputed, accuracy, check_dtype=False)
+
+
+def test_study_run_lines_give_each_stage_its_time_and_failures():
+    import io
+
+    lines = io.StringIO("run: 3 stage(s) to check or run\n"
+                        "prepare (12 s): prepare: fashionmnist ...\n"
+                        "train@vit-0.5-0: FAILED; skipping 2 stage(s) downstream\n"
+                        "train@resnet-0.5-0 (7 s): train: resnet fraction 0.5 seed 0: test top-1 0.9\n")
+    starts, finished = [], []
+    scratch_repro._read_stages(lines, io.StringIO(), starts, 0.0, finished)
+    assert starts == []
+    assert [(r["stage"], r["status"]) for r in finished] == [
+        ("prepare", "done"), ("train@vit-0.5-0", "failed"), ("train@resnet-0.5-0", "done")]
+    assert finished[0]["seconds"] == 12.0 and math.isnan(finished[1]["seconds"])

@@ -121,10 +121,11 @@ def variant_groups(default_models: list[BenchModel], default_shape: Shape, defau
     crop and flip, and without augmentation, and the default study's own models. Compiling takes up to a minute
     per model, so only the models whose targets need it are compiled, and none when ``compile_models`` is off."""
     augmented = [dataclasses.replace(m, augmentation=HEADLINE_AUGMENTATION) for m in HEADLINE]
-    compiled = (lambda names: names) if compile_models else (lambda names: ())  # noqa: E731
-    return [("headline", HEADLINE_SHAPE, augmented, headline_batch, compiled(tuple(m.name for m in HEADLINE))),
+    headline_compiled = tuple(m.name for m in HEADLINE) if compile_models else ()
+    default_compiled = ("vit",) if compile_models else ()
+    return [("headline", HEADLINE_SHAPE, augmented, headline_batch, headline_compiled),
             ("headline", HEADLINE_SHAPE, list(HEADLINE), headline_batch, ()),
-            ("default", default_shape, default_models, default_batch, compiled(("vit",)))]
+            ("default", default_shape, default_models, default_batch, default_compiled)]
 
 
 def bench_variant_groups(groups, size: BenchSize, device: torch.device, precision: str) -> pd.DataFrame:

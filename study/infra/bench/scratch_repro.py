@@ -28,6 +28,8 @@ _NOT_COPIED = {".git", ".venv", ".kit", ".whl", ".carry", ".gl", "runs", "data",
 _STOP_GRACE_SECONDS = 10.0
 # `study run`'s line for each finished stage (study.infra.engine.progress): "train@vit-0.5-0 (41 s): train: ...".
 _FINISHED = re.compile(r"^(?P<stage>\S+) \((?P<seconds>[\d.]+) s\): (?P<last>.*)$")
+# ... and its line for a stage that failed: "train@vit-0.5-0: FAILED; skipping 3 stage(s) downstream".
+_FAILED = re.compile(r"^(?P<stage>\S+): FAILED")
 
 
 def scratch_copy(root: Path, dest: Path, params_text: str, dataset_files: Path | None, data_root: str) -> Path:
@@ -133,9 +135,9 @@ def _read_stages(stream, out, starts: list[tuple[str, float]], tic: float, finis
         if line.startswith("Running stage '"):
             starts.append((line.split("'")[1], time.monotonic() - tic))
         elif done := _FINISHED.match(line):
-            failed = done["last"].startswith(("error", "FAILED"))
-            finished.append({"stage": done["stage"], "seconds": float(done["seconds"]),
-                             "status": "failed" if failed else "done"})
+            finished.append({"stage": done["stage"], "seconds": float(done["seconds"]), "status": "done"})
+        elif failed := _FAILED.match(line):
+            finished.append({"stage": failed["stage"], "seconds": math.nan, "status": "failed"})
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -122,7 +122,8 @@ def bench_variants(models: list[BenchModel], shape: Shape, *, batch_size: int, s
             traceback.print_exc()
         finally:
             model = loss_fn = factory = None
-            torch.compiler.reset() if variant == GRAPH_COMPILED else None
+            if variant == GRAPH_COMPILED:  # drop the compiled graphs before the next model
+                torch.compiler.reset()
         rows.append(row)
     return pd.DataFrame(rows)
 
