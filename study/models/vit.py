@@ -125,9 +125,16 @@ class Attention(nn.Module):
     default ViT trained 1.22x more images per second than with the CPU flash-attention kernel (2-core CPU,
     batch 128, AdamW; median of 5 alternating runs, range 1.09-1.32x). Both compute the same function
     (``tests/models/test_models.py`` compares them).
+
+    ``uniform`` (False by default) is a test-time ablation, switched by ``study.models.ablations``: every query
+    attends with probability 1/T to each of the T tokens, prefix tokens included, so a head's output is the mean
+    of its values at every position. It forces the explicit path (the fused kernel computes only softmax
+    attention) and adds no parameter or buffer, so ``state_dict`` is unchanged. Subclasses with their own
+    attention rule (ConViT's GPSA overrides ``_attend`` and ``forward``) do not read it.
     """
 
     fused_attn: bool | None = None
+    uniform: bool = False
 
     def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True, attn_drop: float = 0.0,
                  proj_drop: float = 0.0) -> None:
@@ -158,13 +165,17 @@ class Attention(nn.Module):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Explicit attention: output ``(B, H, T, D/H)`` and probabilities ``(B, H, T, T)`` (rows sum to 1)."""
-        logits = (q * self.scale) @ k.transpose(-2, -1)  # (B, H, T, D/H) @ (B, H, D/H, T) -> (B, H, T, T)
-        probs = logits.softmax(dim=-1)
+        if self.uniform:
+            batch, heads, tokens, _ = q.shape
+            probs = q.new_full((batch, heads, tokens, tokens), 1.0 / tokens)  # (B, H, T, T): every row 1/T
+        else:
+            logits = (q * self.scale) @ k.transpose(-2, -1)  # (B, H, T, D/H) @ (B, H, D/H, T) -> (B, H, T, T)
+            probs = logits.softmax(dim=-1)
         return self.attn_drop(probs) @ v, probs
 
     def forward(self, x: Tensor) -> Tensor:
         q, k, v = self._split_heads(x)
-        fused = self.fused_attn if self.fused_attn is not None else not x.is_cpu
+        fused = (self.fused_attn if self.fused_attn is not None else not x.is_cpu) and not self.uniform
         if fused:
             dropout_p = self.attn_drop.p if self.training else 0.0
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)  # (B, H, T, D/H)
