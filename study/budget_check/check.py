@@ -15,11 +15,16 @@ one value per seed (same subset, same initialisation seed, same teacher for the 
   * **converged** — the adjusted interval lies within ``±tolerance``: more budget changes top-1 by less than the
     tolerance (an equivalence claim; an interval at level ``1 − a`` inside the bounds is a TOST at level ``a/2``,
     so the claim is conservative);
+  * **not budget-bound** — the adjusted interval's upper end is at most ``+tolerance`` but its lower end is below
+    ``−tolerance``: more training would not raise top-1 by the tolerance (a one-sided claim, the one the study's
+    question needs: are the study's runs short of budget?), though the longer runs may be worse by more than it
+    (``lower_at_longer`` marks an interval wholly below ``−tolerance``). Converged is the stronger statement, and
+    every converged cell is also not budget-bound (column ``not_budget_bound``);
   * **budget-bound** — the adjusted interval's lower end is above ``+tolerance``: the longer runs are better by
     more than the tolerance, so the study's runs measure the budget as much as the model;
-  * **undetermined** — anything else: an interval too wide to tell, a gain that may or may not exceed the
-    tolerance, or a longer run that is worse (``lower_at_longer`` marks an interval wholly below ``−tolerance``);
-  * **no inference** — fewer than :data:`~study.stats.intervals.MIN_SEEDS` paired seeds: the means are shown,
+  * **undetermined** — anything else: an interval too wide to tell, or a gain that may or may not exceed the
+    tolerance (an upper end above ``+tolerance``);
+  * **too few seeds** — fewer than :data:`~study.stats.intervals.MIN_SEEDS` paired seeds: the means are shown,
     nothing is claimed, and the cell stays out of the Holm family.
 
 - ``seeds_to_converge`` (:func:`~study.stats.intervals.seeds_within`) — a projection, not a measurement: how many
@@ -43,15 +48,16 @@ import pandas as pd
 from study.stats.intervals import MIN_SEEDS, holm_intervals, seeds_within, t_interval
 from study.core.errors import StudyError
 
-CONVERGED, BUDGET_BOUND, UNDETERMINED, NO_INFERENCE = "converged", "budget-bound", "undetermined", "no inference"
-VERDICTS = (CONVERGED, BUDGET_BOUND, UNDETERMINED, NO_INFERENCE)
+CONVERGED, NOT_BUDGET_BOUND, BUDGET_BOUND = "converged", "not budget-bound", "budget-bound"
+UNDETERMINED, TOO_FEW_SEEDS = "undetermined", "too few seeds"
+VERDICTS = (CONVERGED, NOT_BUDGET_BOUND, BUDGET_BOUND, UNDETERMINED, TOO_FEW_SEEDS)
 
 RUN_COLUMNS = ["model", "fraction", "seed", "train_images", "factor", "steps_1x", "steps_2x", "top1_1x", "top1_2x",
                "delta", "still_improving_1x", "still_improving_2x"]
 CELL_COLUMNS = ["model", "fraction", "train_images", "seeds", "factor", "steps_1x", "steps_2x", "top1_1x_mean",
                 "top1_2x_mean", "delta_mean", "delta_ci_low", "delta_ci_high", "adj_ci_low", "adj_ci_high",
-                "adj_confidence", "p_holm", "tolerance", "verdict", "lower_at_longer", "seeds_to_converge",
-                "still_improving_1x", "still_improving_2x"]
+                "adj_confidence", "p_holm", "tolerance", "verdict", "not_budget_bound", "lower_at_longer",
+                "seeds_to_converge", "still_improving_1x", "still_improving_2x"]
 
 
 def recorded_factor(folder: str | Path) -> float:
@@ -117,26 +123,45 @@ def paired_runs(runs: pd.DataFrame, longer: pd.DataFrame, factor: float, fractio
 
 
 def verdict(low: float, high: float, tolerance: float, seeds: int) -> str:
-    """The verdict of one cell from the (Holm-adjusted) interval ``[low, high]`` of its mean Δ: *no inference*
-    below ``MIN_SEEDS`` seeds, *converged* inside ``±tolerance``, *budget-bound* wholly above ``+tolerance``,
-    *undetermined* otherwise (an undefined interval included)."""
+    """The verdict of one cell from the (Holm-adjusted) interval ``[low, high]`` of its mean Δ: *too few seeds*
+    below ``MIN_SEEDS`` seeds, *converged* inside ``±tolerance``, *not budget-bound* with only the upper end at most
+    ``+tolerance``, *budget-bound* wholly above ``+tolerance``, *undetermined* otherwise (an undefined interval
+    included). The bounds count as inside, for converged and not budget-bound alike, so that every converged cell
+    is not budget-bound."""
     if seeds < MIN_SEEDS:
-        return NO_INFERENCE
+        return TOO_FEW_SEEDS
     if not (math.isfinite(low) and math.isfinite(high)):
         return UNDETERMINED
     if -tolerance <= low and high <= tolerance:
         return CONVERGED
+    if high <= tolerance:
+        return NOT_BUDGET_BOUND
     if low > tolerance:
         return BUDGET_BOUND
     return UNDETERMINED
 
 
+def rejudged(cells: pd.DataFrame) -> pd.DataFrame:
+    """A per-cell table written before the one-sided rule (no column ``not_budget_bound``; the committed preset
+    studies' tables) with its verdicts given again by :func:`verdict` from its own adjusted intervals, tolerance and
+    seeds, and the column added after ``verdict``; a current table is returned as it is. Only the verdict of an
+    interval wholly at or below ``+tolerance`` but not inside ``±tolerance`` changes (undetermined to not
+    budget-bound), and "no inference" becomes "too few seeds"."""
+    if "not_budget_bound" in cells or cells.empty:
+        return cells
+    verdicts = [verdict(r.adj_ci_low, r.adj_ci_high, r.tolerance, int(r.seeds)) for r in cells.itertuples()]
+    out = cells.assign(verdict=verdicts)
+    out.insert(out.columns.get_loc("verdict") + 1, "not_budget_bound", [v in (CONVERGED, NOT_BUDGET_BOUND)
+                                                                         for v in verdicts])
+    return out
+
+
 def budget_check_table(pairs: pd.DataFrame, confidence: float, tolerance: float) -> pd.DataFrame:
     """Per model x fraction (:data:`CELL_COLUMNS`, in the order of ``pairs``): mean top-1 at both budgets, mean Δ
     with its t-interval, the interval Holm-adjusted across every cell with at least ``MIN_SEEDS`` seeds, the
-    verdict, the seeds projected to show the cell converged (:func:`~study.stats.intervals.seeds_within`; a cell
-    outside the family is projected as if it joined it), and how many runs of each budget the last-quarter screen
-    flagged as still improving."""
+    verdict and whether it says the cell is not budget-bound (converged or not budget-bound), the seeds projected
+    to show the cell converged (:func:`~study.stats.intervals.seeds_within`; a cell outside the family is projected
+    as if it joined it), and how many runs of each budget the last-quarter screen flagged as still improving."""
     cells = [(key, g.sort_values("seed")) for key, g in pairs.groupby(["model", "fraction"], sort=False)]
     family = [i for i, (_, g) in enumerate(cells) if len(g) >= MIN_SEEDS]
     adjusted = dict(zip(family, holm_intervals([cells[i][1]["delta"].to_numpy(float) for i in family], confidence)))
@@ -145,6 +170,7 @@ def budget_check_table(pairs: pd.DataFrame, confidence: float, tolerance: float)
         mean, _, half = t_interval(g["delta"].to_numpy(float), confidence)
         adj = adjusted.get(i)
         low, high = (adj.low, adj.high) if adj else (math.nan, math.nan)
+        said = verdict(low, high, tolerance, len(g))
         rows.append({
             "model": model, "fraction": fraction, "train_images": int(g["train_images"].median()), "seeds": len(g),
             "factor": float(g["factor"].iloc[0]), "steps_1x": int(g["steps_1x"].median()),
@@ -152,7 +178,8 @@ def budget_check_table(pairs: pd.DataFrame, confidence: float, tolerance: float)
             "top1_2x_mean": g["top1_2x"].mean(), "delta_mean": mean, "delta_ci_low": mean - half,
             "delta_ci_high": mean + half, "adj_ci_low": low, "adj_ci_high": high,
             "adj_confidence": adj.confidence if adj else math.nan, "p_holm": adj.p_holm if adj else math.nan,
-            "tolerance": tolerance, "verdict": verdict(low, high, tolerance, len(g)),
+            "tolerance": tolerance, "verdict": said,
+            "not_budget_bound": said in (CONVERGED, NOT_BUDGET_BOUND),
             "lower_at_longer": bool(adj is not None and len(g) >= MIN_SEEDS and high < -tolerance),
             "seeds_to_converge": seeds_within(g["delta"].to_numpy(float), tolerance, confidence,
                                                    len(family) + (i not in adjusted)),

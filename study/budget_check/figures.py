@@ -11,13 +11,13 @@ from matplotlib.patches import Patch
 from study.outputs.figure_style import (DOUBLE_COLUMN_IN, SINGLE_COLUMN_IN, model_colour, paper_style, percent_label,
                                          require_columns, short_count)
 
-_DECIDED = ("converged", "budget-bound")
+_DECIDED = ("converged", "not budget-bound", "budget-bound")
 
 
 def budget_check_figure(cells: pd.DataFrame) -> Figure:
     """Mean Δ top-1 (longer budget − study's, in points) per model, grouped by fraction: the raw t-interval (thin),
     the Holm-adjusted one (thick), the ``±tolerance`` band (grey) a converged cell's adjusted interval lies in;
-    filled markers where a verdict was reached (converged or budget-bound), hollow otherwise.
+    filled markers where a verdict was reached (converged, not budget-bound or budget-bound), hollow otherwise.
 
     Columns: ``model``, ``fraction``, ``train_images``, ``delta_mean``, ``delta_ci_low/high``, ``adj_ci_low/high``,
     ``tolerance``, ``factor``, ``verdict``.

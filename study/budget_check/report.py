@@ -5,8 +5,10 @@ Read from the ``budget_check`` stage's per-cell table (``reports/tables/budget_c
 :mod:`study.budget_check.check`), worded by its verdicts and nothing else:
 
 - per model, for each checked fraction: the mean change of test top-1 with the longer budget, its Holm-adjusted
-  interval and the verdict (converged, budget-bound, undetermined; with too few seeds, described only);
-- how many cells converged, and how many were budget-bound;
+  interval and the verdict (converged, not budget-bound, budget-bound, undetermined; with too few seeds, described
+  only);
+- how many cells converged, how many more were not budget-bound (one-sided: more training would not raise top-1 by
+  the tolerance), and how many were budget-bound;
 - for an undetermined cell, what settling it would cost: the projected seeds of
   :func:`study.budget_check.check.seeds_to_converge`, named as the projection it is;
 - the last-quarter flag, named as the cheap screen it is, counted beside the check.
@@ -23,6 +25,7 @@ import math
 import pandas as pd
 
 from study import budget_check
+from study.budget_check.check import rejudged
 from study.outputs.tables import markdown_table
 from study.report.format import images, interval, no_inference, percent, plural, points
 from study.report.section import Part, Sources
@@ -31,11 +34,13 @@ from study.stats.intervals import MIN_SEEDS
 
 def budget_check_sentences(cells: pd.DataFrame | None) -> list[str]:
     """The budget check in sentences: the rule, one sentence per model (its Δ, interval and verdict at every checked
-    fraction), "k of n cells converged", and the cheap screen's count. ``cells`` is the stage's ``budget_check``
-    table (:func:`study.outputs.tables.read_table`); ``None`` (no budget check in params) or empty gives none."""
+    fraction), "k of n cells converged, j not budget-bound, ...", and the cheap screen's count. ``cells`` is the
+    stage's ``budget_check`` table (:func:`study.outputs.tables.read_table`), judged again where it predates the
+    one-sided rule (:func:`study.budget_check.check.rejudged`); ``None`` (no budget check in params) or empty gives
+    none."""
     if cells is None or cells.empty:
         return []
-    cells = cells.sort_values(["model", "fraction"])
+    cells = rejudged(cells).sort_values(["model", "fraction"])
     factor, tolerance = float(cells["factor"].iloc[0]), float(cells["tolerance"].iloc[0])
     confidence = cells["adj_confidence"].dropna()
     fractions = sorted(cells["fraction"].unique())
@@ -43,8 +48,9 @@ def budget_check_sentences(cells: pd.DataFrame | None) -> list[str]:
     out = [f"Budget check: every run at {' and '.join(percent(f) for f in fractions)} of the data was trained again "
            f"with x{factor:g} the budget (the cosine schedule spanning the longer run), every model and seed; a model "
            f"x fraction is called converged where the Holm-adjusted interval of the paired change in test top-1 "
-           f"(longer − study's run, per seed) lies within ±{tol}, budget-bound where it lies above +{tol}, and "
-           "undetermined otherwise"
+           f"(longer − study's run, per seed) lies within ±{tol}, not budget-bound where only its upper end lies "
+           f"below +{tol} (more training would not raise top-1 by {tol}), budget-bound where it lies above +{tol}, "
+           "and undetermined otherwise"
            + (f" (adjusted levels {100 * confidence.min():.3g}% to {100 * confidence.max():.3g}%)"
               if not confidence.empty else "") + "."]
     for model, g in cells.groupby("model", sort=False):
@@ -52,13 +58,14 @@ def budget_check_sentences(cells: pd.DataFrame | None) -> list[str]:
     inferable = cells[cells["seeds"] >= MIN_SEEDS]
     converged = int((inferable["verdict"] == "converged").sum())
     bound = int((inferable["verdict"] == "budget-bound").sum())
+    unbound = int((inferable["verdict"] == "not budget-bound").sum())
     if inferable.empty:
         out.append(f"With at most {plural(int(cells['seeds'].max()), 'seed')} per cell no cell is judged "
                    f"(at least {MIN_SEEDS} are needed): the changes above are descriptive.")
     else:
         left = len(cells) - len(inferable)
-        out.append(f"{converged} of {plural(len(cells), 'cell')} converged, {bound} budget-bound, "
-                   f"{len(inferable) - converged - bound} undetermined"
+        out.append(f"{converged} of {plural(len(cells), 'cell')} converged, {unbound} not budget-bound, "
+                   f"{bound} budget-bound, {len(inferable) - converged - unbound - bound} undetermined"
                    + (f", {left} not judged (fewer than {MIN_SEEDS} seeds)" if left else "") + ".")
         if "seeds_to_converge" in cells and (inferable["verdict"] == "undetermined").any():
             out.append("The seeds projected for an undetermined cell are those at which its interval, at Holm's "
@@ -106,12 +113,14 @@ def _section(sources: Sources) -> list[str]:
     cells = _cells(sources)
     if cells.empty:
         return []
+    cells = rejudged(cells)
     projected = "seeds_to_converge" in cells
     return ["## Budget check", "",
             sources.figure(budget_check.FOLDER, budget_check.FIGURE,
                            "Change of test top-1 with a longer budget (longer − study's run, paired by seed) per model "
                            "and checked fraction: thin bars t-intervals, thick bars Holm-adjusted; grey: the tolerance "
-                           "band; filled where a verdict (converged or budget-bound) was reached."), "",
+                           "band; filled where a verdict (converged, not budget-bound or budget-bound) was "
+                           "reached."), "",
             "Per model and checked fraction: steps and mean test top-1 at both budgets, the mean change with its "
             "Holm-adjusted interval, the verdict, "
             + ("the seeds that would show the cell converged if its mean and SD held (a projection; inf: none "

@@ -1,4 +1,5 @@
-"""Stage ``budget_check``: the study's runs against the same runs trained longer; converged, budget-bound or neither.
+"""Stage ``budget_check``: the study's runs against the same runs trained longer; converged, not budget-bound,
+budget-bound or undetermined.
 
 Reads the study's runs (``--runs``) and the longer runs of the checked fractions (``--runs-2x``, stages
 ``train_2x`` and ``distill_2x``; with ``budget_check.seeds``, also the extra seeds' runs at both budgets, stages
@@ -52,7 +53,8 @@ def run(params: Params, runs_dir: Path, longer_dir: Path, figures: Path, tables:
                     f"{x} (same subset, seed and teacher), their difference, and each run's last-quarter flag.")
         write_table(cells, tmp / budget_check.CELLS, f"Budget check: change of test top-1 at {x} the budget, mean over "
                     f"seeds with its {pct} t-interval and the interval Holm-adjusted across cells; converged where the "
-                    f"adjusted interval lies within +-{tol}, budget-bound where it lies above +{tol}.")
+                    f"adjusted interval lies within +-{tol}, not budget-bound where only its upper end lies below "
+                    f"+{tol}, budget-bound where it lies above +{tol}.")
     with atomic_dir(figures) as tmp:
         save_figure(budget_check_figure(cells), tmp / budget_check.FIGURE, cells)
     counts = cells["verdict"].value_counts()

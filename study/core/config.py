@@ -219,12 +219,29 @@ class RobustnessParams:
 
 
 @dataclass(frozen=True, config=_FROZEN)
+class EffectsParams:
+    """The smallest effects of interest, fixed before the runs (shares of top-1 unless said): what a design is
+    powered to detect (study.stats.power) and the margin a "no effect" must lie within (study.stats.trend).
+    params.yaml gives each one's reason."""
+
+    clean: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # clean top-1, ViT vs CNN
+    robustness: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # a robustness contrast under a probe
+    prior_share: StrictFloat = Field(default=0.5, gt=0.0, lt=1.0)  # share of the ViT–ResNet gap a prior closes
+    distillation: StrictFloat = Field(default=0.02, gt=0.0, lt=1.0)  # the distilled student vs the ViT
+    control: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # a control arm vs the ViT under a probe
+    budget: StrictFloat = Field(default=0.01, gt=0.0, lt=1.0)  # top-1 gained by a longer budget
+    power: StrictFloat = Field(default=0.8, gt=0.0, lt=1.0)  # the power each is planned for
+    alpha: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # two-sided level, before Holm's correction
+
+
+@dataclass(frozen=True, config=_FROZEN)
 class AnalysisParams:
     seed: StrictInt = Field(default=0, ge=0)  # the training seed whose runs CKA/attention inspect
     cka: CkaParams = CkaParams()
     attention: AttentionParams = AttentionParams()
     curves: CurvesParams = CurvesParams()
     robustness: RobustnessParams = RobustnessParams()
+    effects: EffectsParams = EffectsParams()  # the smallest effects of interest
 
 
 @dataclass(frozen=True, config=_FROZEN)

@@ -1,0 +1,89 @@
+"""Power of the paired t-test over seeds, and of the pooled model: textbook values and simulation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from study.stats import power as P
+
+
+def test_the_textbook_paired_t_value():
+    # δ/σ = 1, α = 0.05 two-sided, 80%: 10 pairs (the exact noncentral t; the normal approximation says 8)
+    assert P.seeds_for_power(0.05, 0.05, power=0.8, alpha=0.05) == 10
+    assert P.paired_power(10, 1.0, 1.0) == pytest.approx(0.803, abs=0.002)
+    assert P.paired_power(9, 1.0, 1.0) < 0.8
+    # δ/σ = 0.5: 34 pairs (G*Power's value for the matched-pairs t-test)
+    assert P.seeds_for_power(0.5, 1.0) == 34
+    # the sign of the effect does not matter (two-sided)
+    assert P.paired_power(7, -0.03, 0.02) == P.paired_power(7, 0.03, 0.02)
+
+
+def test_power_matches_a_simulation():
+    rng = np.random.default_rng(0)
+    n, effect, sd, trials = 6, 0.04, 0.03, 20_000
+    samples = rng.normal(effect, sd, size=(trials, n))
+    t = samples.mean(axis=1) / (samples.std(axis=1, ddof=1) / math.sqrt(n))
+    simulated = np.mean(np.abs(t) > stats.t.ppf(0.975, n - 1))
+    assert P.paired_power(n, effect, sd) == pytest.approx(simulated, abs=0.01)
+
+
+def test_a_family_asks_for_more_seeds_at_the_bonferroni_level():
+    one = P.seeds_for_power(0.05, 0.05)
+    five = P.seeds_for_power(0.05, 0.05, family=5)
+    assert five > one
+    # α/m is the per-test level: the same as asking α = 0.01 of a single test
+    assert five == P.seeds_for_power(0.05, 0.05, alpha=0.01)
+    assert P.paired_power(five, 0.05, 0.05, family=5) >= 0.8 > P.paired_power(five - 1, 0.05, 0.05, family=5)
+    assert math.isnan(P.paired_power(1, 0.05, 0.05))
+    assert P.seeds_for_power(1e-6, 1.0, most=50) is None
+    with pytest.raises(ValueError):
+        P.paired_power(5, 0.05, 0.0)
+
+
+def test_the_pooled_model_power():
+    # independent observations: the same as one t-test on n·k values, with df = n·k − 2
+    assert P.pooled_power(4, 3, 0.05, 0.05) == pytest.approx(
+        P._power(0.05, 0.05 / math.sqrt(12), 10, 0.05))
+    # pooling fractions needs fewer seeds than one fraction's test
+    assert P.pooled_seeds_for_power(3, 0.05, 0.05) < P.seeds_for_power(0.05, 0.05)
+    # a seed effect shared across fractions costs power, and with all the variance between seeds pooling over
+    # fractions gains nothing: the test is then one on n seed means
+    assert P.pooled_power(5, 3, 0.05, 0.05, between_share=0.5) < P.pooled_power(5, 3, 0.05, 0.05)
+    assert P.pooled_power(5, 3, 0.05, 0.05, between_share=1.0) == pytest.approx(P.paired_power(5, 0.05, 0.05))
+    n = P.pooled_seeds_for_power(3, 0.05, 0.05, family=2, between_share=0.3)
+    assert P.pooled_power(n, 3, 0.05, 0.05, family=2, between_share=0.3) >= 0.8
+    assert P.pooled_power(n - 1, 3, 0.05, 0.05, family=2, between_share=0.3) < 0.8
+
+
+def test_the_pooled_model_power_matches_a_simulation():
+    """Random intercept per seed (ρ = 0.4), 5 seeds x 3 fractions: the share of mixed-model-style tests (paired
+    t-test on the seeds' means, df n − 1: what the balanced mixed model's intercept test is) that reject."""
+    rng = np.random.default_rng(1)
+    n, k, effect, sd, rho, trials = 5, 3, 0.03, 0.04, 0.4, 20_000
+    seed_part = rng.normal(0, sd * math.sqrt(rho), size=(trials, n, 1))
+    within = rng.normal(0, sd * math.sqrt(1 - rho), size=(trials, n, k))
+    means = (effect + seed_part + within).mean(axis=2)
+    t = means.mean(axis=1) / (means.std(axis=1, ddof=1) / math.sqrt(n))
+    simulated = np.mean(np.abs(t) > stats.t.ppf(0.975, n - 1))
+    assert P.pooled_power(n, k, effect, sd, between_share=rho) == pytest.approx(simulated, abs=0.01)
+
+
+def test_the_pooled_sd_and_the_sd_behind_an_interval():
+    frame = pd.DataFrame({"fraction": [0.1] * 3 + [0.2] * 4 + [0.4],
+                          "diff": [0.0, 0.1, 0.2, 1.0, 1.1, 1.3, 1.2, 5.0]})
+    sd, df = P.pooled_sd(frame)
+    a, b = np.array([0.0, 0.1, 0.2]), np.array([1.0, 1.1, 1.3, 1.2])
+    assert df == 5  # the single value at 0.4 contributes nothing
+    assert sd == pytest.approx(math.sqrt((((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) / 5))
+    assert math.isnan(P.pooled_sd(frame.iloc[[0, 3, 7]])[0])
+    # backing the SD out of a t-interval inverts study.stats.intervals.t_interval
+    from study.stats.intervals import t_interval
+
+    values = [0.02, -0.01, 0.05, 0.03]
+    mean, sample_sd, half = t_interval(values, 0.95)
+    assert P.sd_from_t_interval(mean - half, mean + half, 4, 0.95) == pytest.approx(sample_sd)
