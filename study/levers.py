@@ -12,7 +12,7 @@ Grid file (YAML)::
     base: params.yaml                  # relative to the grid file's folder's parent, or absolute
     model: vit
     fraction: 0.01
-    seed: 0
+    seed: 0                            # or seeds: [0, 1]: every setting once per seed, averaged in the table
     common: {train: {augment: {hflip: false}}}   # optional: a delta applied to the base before every trial
     levers:
       base: {"as in the base": {}}     # the base itself; every lever's row shows it beside its settings
@@ -74,12 +74,15 @@ def read_grid(path: Path) -> tuple[dict, list[Trial]]:
     if base is None:
         raise StudyError(f"{path}: base {base_path} is not a parameters file (paths are relative to the project root)")
     base = merge(base, grid.get("common") or {})
+    seeds = grid.get("seeds", [grid.get("seed", 0)])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise StudyError(f"{path}: seeds = {seeds!r}; give a list of non-negative integers, e.g. seeds: [0, 1]")
     trials = []
     for lever, settings in grid["levers"].items():
         for setting, delta in settings.items():
-            delta = delta or {}
-            trials.append(Trial(lever, str(setting), delta.pop("model", grid["model"]),
-                                float(delta.pop("fraction", grid["fraction"])), int(grid.get("seed", 0)), delta))
+            delta = dict(delta or {})
+            model, fraction = delta.pop("model", grid["model"]), float(delta.pop("fraction", grid["fraction"]))
+            trials.extend(Trial(lever, str(setting), model, fraction, int(seed), delta) for seed in seeds)
     for trial in trials:  # every delta must give valid params before any training starts
         params = parse_params(merge(base, trial.delta), source=f"{path} ({trial.lever}: {trial.setting})")
         if trial.fraction not in params.fractions:
@@ -112,8 +115,12 @@ def run_trial(base: dict, trial: Trial, prepared: Path, subsets: Path, teacher: 
 
 
 def lever_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per lever: each setting's validation top-1 (train top-1; * = still improving), and the best."""
+    """One row per lever: each setting's validation top-1 (train top-1; * = still improving in any seed), and the
+    best; with several seeds, each setting's mean over them (the seeds column says how many)."""
     out = []
+    rows = (rows.groupby(["lever", "setting", "model", "fraction"], sort=False)
+            .agg(val_top1=("val_top1", "mean"), train_top1=("train_top1", "mean"),
+                 still_improving=("still_improving", "any"), seeds=("seed", "nunique")).reset_index())
     base = rows[rows["lever"] == "base"]
     for lever, group in rows[rows["lever"] != "base"].groupby("lever", sort=False):
         group = pd.concat([base, group], ignore_index=True)  # every lever against the unchanged base
@@ -121,6 +128,7 @@ def lever_table(rows: pd.DataFrame) -> pd.DataFrame:
                  for r in group.itertuples()]
         best = group.loc[group["val_top1"].idxmax()]
         out.append({"lever": lever, "model": best["model"], "fraction": best["fraction"],
+                    "seeds": int(group["seeds"].min()),
                     "settings: val top-1 % (train top-1 %)": "; ".join(cells),
                     "best on validation": best["setting"],
                     "spread (points)": round(100 * (group["val_top1"].max() - group["val_top1"].min()), 1)})
@@ -134,12 +142,12 @@ def sweep(grid: Path, prepared: Path, subsets: Path, out_csv: Path, out_md: Path
     if levers:
         trials = [t for t in trials if t.lever in levers]
     done = pd.read_csv(out_csv) if out_csv.is_file() else pd.DataFrame(columns=_COLUMNS)
-    finished = set(zip(done["lever"], done["setting"].astype(str)))
+    finished = set(zip(done["lever"], done["setting"].astype(str), done["seed"].astype(int)))
     for trial in trials:
-        if (trial.lever, trial.setting) in finished:
+        if (trial.lever, trial.setting, trial.seed) in finished:
             continue
         row = run_trial(base, trial, prepared, subsets)
-        print(f"levers: {trial.lever}={trial.setting}: val top-1 {row['val_top1']:.4f}, "
+        print(f"levers: {trial.lever}={trial.setting} (seed {trial.seed}): val top-1 {row['val_top1']:.4f}, "
               f"train top-1 {row['train_top1']:.4f}, still improving {row['still_improving']}")
         done = pd.concat([done, pd.DataFrame([row])], ignore_index=True)
         with atomic_path(out_csv) as tmp:
@@ -156,7 +164,8 @@ def write_lever_table(done: pd.DataFrame, grid: Path, out_md: Path) -> pd.DataFr
               "edit.* One training run per setting, a delta on the grid's base (first setting of every row), scored "
               "on the validation split, never the test set. In brackets: top-1 on the run's own training images, "
               "unaugmented; `*`: still improving at the end (validation loss fell more than 1% over the last "
-              "quarter of steps). Spread: best minus worst setting of the row, one seed (no interval).\n\n")
+              "quarter of steps). With several seeds, each cell is their mean. Spread: best minus worst setting of the "
+              "row (no interval).\n\n")
     with atomic_path(out_md) as tmp:
         tmp.write_text(header + markdown_table(table, 1) + "\n")
     return table

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from study.attention import report as attention
 from study.budget_check import report as budget_check
+from study.controls import report as controls
 from study.distillation import report as distillation
 from study.efficiency import report as efficiency
 from study.priors import report as priors
@@ -31,6 +32,7 @@ FINDINGS: tuple[tuple[str, tuple[Part, ...]], ...] = (
     ("### Priors: what each buys, and what it costs on scrambled images", (priors.FINDINGS,)),
     ("### Representations and attention", (representations.FINDINGS, attention.FINDINGS)),
     ("### Where the ViT wins", (robustness.FINDINGS,)),
+    ("### Controls: the patch grid, attention and the recipe", (controls.FINDINGS,)),
 )
 
 SECTIONS: tuple[Part, ...] = (
@@ -41,6 +43,7 @@ SECTIONS: tuple[Part, ...] = (
     attention.SECTION,
     priors.SECTION,  # ConViT's gates, a subsection of "Attention"
     robustness.SECTION,
+    controls.SECTION,
 )
 
 LIMITATIONS: tuple[Part, ...] = (limitations.DESIGN, representations.LIMITATIONS, attention.LIMITATIONS)

@@ -33,7 +33,11 @@ def _power(effect: float, se: float, df: float, level: float) -> float:
         return math.nan
     critical = stats.t.ppf(1.0 - level / 2.0, df)
     noncentrality = abs(effect) / se
-    return float(stats.nct.sf(critical, df, noncentrality) + stats.nct.cdf(-critical, df, noncentrality))
+    upper = stats.nct.sf(critical, df, noncentrality)
+    # The lower tail, P(T < −critical), is below 1e-10 once the noncentrality passes a few units, where scipy's
+    # noncentral t (SciPy 1.x) can return NaN for it: it adds nothing to the power there.
+    lower = stats.nct.cdf(-critical, df, noncentrality)
+    return float(upper + (lower if math.isfinite(lower) else 0.0))
 
 
 def _check(effect: float, sd: float, alpha: float, family: int) -> float:

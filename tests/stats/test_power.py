@@ -87,3 +87,11 @@ def test_the_pooled_sd_and_the_sd_behind_an_interval():
     values = [0.02, -0.01, 0.05, 0.03]
     mean, sample_sd, half = t_interval(values, 0.95)
     assert P.sd_from_t_interval(mean - half, mean + half, 4, 0.95) == pytest.approx(sample_sd)
+
+
+def test_power_is_defined_far_in_the_tail():
+    """scipy's noncentral t returns NaN for the negligible lower tail at some noncentralities (about 10 with 13
+    degrees of freedom): the power is then the upper tail alone, not NaN."""
+    from study.stats.power import pooled_power
+
+    assert pooled_power(3, 5, 0.05, 0.019) == pytest.approx(1.0, abs=1e-9)
