@@ -11,6 +11,15 @@ a forward pass. Names:
   self-attention in its first ``local_up_to_layer`` blocks (default 10 of 12, the paper's).
 * ``vit_convstem`` — the ViT with Xiao et al.'s (2021) convolutional stem (:mod:`study.models.convstem`).
 * ``resnet18``, ``resnet8``, ``resnet20`` — small-image ResNets (:mod:`study.models.resnet`).
+* Controls, each changing one ingredient of the ViT; their defaults are sized like params.yaml's ViT
+  (``tests/models/test_controls.py``):
+
+  - ``convmixer`` — ConvMixer (Trockman & Kolter, 2022), the ViT's patch stem with convolutions instead of
+    attention; ``swin`` — Swin (Liu et al., 2021), attention in shifted local windows with patch merging.
+    Both are timm's classes (:mod:`study.models.controls`).
+  - ``mlp`` — an MLP on the pixels, the floor without any spatial prior (:mod:`study.models.mlp`).
+
+  ``vit``'s own control is ``pos_embed='none'`` (timm's keyword): no position embedding, a bag of patches.
 * ``timm:<name>`` — any timm architecture, randomly initialised (never downloaded). Such models have no
   explicit attention maps; :func:`representations` falls back to timm's ``forward_intermediates``
   (keys ``intermediates.{i}``) where the model implements it.
@@ -27,20 +36,23 @@ import torch
 from torch import Tensor, nn
 
 from study.core.errors import StudyError
+from study.models.controls import CONVMIXER_DEFAULTS, SWIN_DEFAULTS, build_convmixer, build_swin
 from study.models.convit import ConViT
 from study.models.convstem import ConvStemViT
 from study.models.deit import DistilledVisionTransformer
+from study.models.mlp import MLP_DEFAULTS, build_mlp
 from study.models.resnet import CifarResNet, SmallImageResNet18, check_image_size, resnet8, resnet18, resnet20
 from study.models.vit import VisionTransformer
 
-MODEL_NAMES = ("vit", "deit", "convit", "vit_convstem", "resnet18", "resnet8", "resnet20")
+MODEL_NAMES = ("vit", "deit", "convit", "vit_convstem", "resnet18", "resnet8", "resnet20", "convmixer", "swin",
+               "mlp")
 # The study's ViT family: token sequences with a patch grid, explicit attention and a class token.
 VIT_FAMILY = ("vit", "deit", "convit", "vit_convstem")
 TIMM_PREFIX = "timm:"
 
 # ViT-Tiny's width/depth/heads (Touvron et al., 2021, Table 1) with patch 4, the usual CIFAR patch size.
 VIT_DEFAULTS: dict[str, Any] = {"patch_size": 4, "embed_dim": 192, "depth": 12, "num_heads": 3, "mlp_ratio": 4.0}
-_VIT_OVERRIDES = frozenset(VIT_DEFAULTS) | {"qkv_bias", "global_pool", "drop_rate", "pos_drop_rate",
+_VIT_OVERRIDES = frozenset(VIT_DEFAULTS) | {"qkv_bias", "global_pool", "pos_embed", "drop_rate", "pos_drop_rate",
                                              "proj_drop_rate", "attn_drop_rate", "drop_path_rate"}
 # ConViT-Ti/S/B (d'Ascoli et al., 2021; timm's convit_tiny/small/base): GPSA in 10 of 12 blocks, α = 1.
 CONVIT_DEFAULTS: dict[str, Any] = {"local_up_to_layer": 10, "locality_strength": 1.0}
@@ -56,6 +68,13 @@ _RESNETS: dict[str, tuple[Callable[..., nn.Module], int, frozenset[str]]] = {
     "resnet18": (resnet18, SmallImageResNet18.min_image_size, frozenset({"zero_init_residual"})),
     "resnet8": (resnet8, CifarResNet.min_image_size, frozenset({"width", "zero_init_residual", "stem_stride"})),
     "resnet20": (resnet20, CifarResNet.min_image_size, frozenset({"width", "zero_init_residual", "stem_stride"})),
+}
+# name -> (builder taking (num_classes, image_size, in_chans, **arch args), its defaults); every default may be
+# overridden, nothing else
+_CONTROLS: dict[str, tuple[Callable[..., nn.Module], dict[str, Any]]] = {
+    "convmixer": (build_convmixer, CONVMIXER_DEFAULTS),
+    "swin": (build_swin, SWIN_DEFAULTS),
+    "mlp": (build_mlp, MLP_DEFAULTS),
 }
 _SIZE_ARGUMENTS = frozenset({"num_classes", "image_size", "img_size", "in_chans"})
 
@@ -81,6 +100,12 @@ def build_model(name: str, num_classes: int, image_size: int, in_chans: int, **o
         _check_overrides(name, overrides, allowed)
         check_image_size(name, image_size, min_image_size)
         return builder(num_classes, in_chans=in_chans, **overrides)
+    if name in _CONTROLS:
+        builder, defaults = _CONTROLS[name]
+        _check_overrides(name, overrides, frozenset(defaults))
+        model = builder(num_classes, image_size, in_chans, **{**defaults, **overrides})
+        _probe_forward(model, name, image_size, in_chans)  # e.g. windows or kernels that cannot run on the grid
+        return model
     raise StudyError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)} or timm:<timm model name>")
 
 
@@ -183,8 +208,9 @@ def attention_probs(model: nn.Module, x: Tensor) -> list[Tensor]:
     return model.attention_probs(x)
 
 
-__all__ = ["CONVIT_DEFAULTS", "MODEL_NAMES", "TIMM_PREFIX", "VIT_DEFAULTS", "VIT_FAMILY", "attention_probs",
-           "build_model", "is_distilled", "is_transformer", "representations"]
+__all__ = ["CONVIT_DEFAULTS", "CONVMIXER_DEFAULTS", "MLP_DEFAULTS", "MODEL_NAMES", "SWIN_DEFAULTS", "TIMM_PREFIX",
+           "VIT_DEFAULTS", "VIT_FAMILY", "attention_probs", "build_model", "is_distilled", "is_transformer",
+           "representations"]
 
 
 def check_archs(archs: dict[str, str], source: str) -> None:

@@ -168,8 +168,10 @@ class ConViT(VisionTransformer):
         self.local_up_to_layer = local_up_to_layer
         self.locality_strength = float(locality_strength)
         # One position per patch (timm's layout): the class token joins after the GPSA blocks, without one.
-        self.pos_embed = nn.Parameter(torch.zeros(1, self.patch_embed.num_patches, self.embed_dim))
-        trunc_normal_(self.pos_embed, std=0.02)
+        # With pos_embed='none' there is none (timm's use_pos_embed=False); GPSA's positional attention remains.
+        if self.pos_embed is not None:
+            self.pos_embed = nn.Parameter(torch.zeros(1, self.patch_embed.num_patches, self.embed_dim))
+            trunc_normal_(self.pos_embed, std=0.02)
         trunc_normal_(self.cls_token, std=0.02)  # timm's and the authors' init (the ViT's is N(0, 1e-6))
         # timm's ConVit normalises the tokens before pooling whatever global_pool is (the ViT, with 'avg',
         # normalises the pooled vector instead, as fc_norm).
@@ -184,7 +186,10 @@ class ConViT(VisionTransformer):
 
     def _embed(self, x: Tensor) -> Tensor:
         """Image ``(B, C, H, W)`` -> patch tokens ``(B, N, D)`` entering the first (GPSA) block; no class token."""
-        return self.pos_drop(self.patch_embed(x) + self.pos_embed)  # (B, N, D) + (1, N, D)
+        patches = self.patch_embed(x)  # (B, N, D)
+        if self.pos_embed is not None:
+            patches = patches + self.pos_embed  # (B, N, D) + (1, N, D)
+        return self.pos_drop(patches)  # timm's ConVit drops out here with or without positions
 
     def _with_class_token(self, patches: Tensor) -> Tensor:
         """``(B, N, D)`` -> ``(B, 1 + N, D)``: the class token put in front (it has no position embedding)."""

@@ -10,7 +10,8 @@ against timm 1.0.31), so ``state_dict`` keys match exactly, timm weights load wi
 Data flow for one image of ``C×H×W`` with patch size ``p`` (``N = HW/p²`` patches, width ``D``)::
 
     image -> PatchEmbed (p×p conv, stride p) -> N tokens of width D
-          -> prepend the class token, add a learned position embedding -> T = N + 1 tokens
+          -> prepend the class token, add a learned position embedding (unless pos_embed='none') -> T = N + 1
+             tokens
           -> depth × pre-norm Block: x + Attention(LN(x)), then x + Mlp(LN(x))
           -> final LayerNorm -> pool (class token, or mean of patch tokens) -> linear head
 
@@ -72,6 +73,9 @@ def to_2tuple(value: int | tuple[int, int]) -> tuple[int, int]:
 # of the 1e-5 logit parity with timm.
 LAYER_NORM_EPS = 1e-6
 GLOBAL_POOLS = ("token", "avg")
+# timm's ``pos_embed`` values: a learned absolute position embedding, or none at all (the ablation of Dosovitskiy et
+# al., 2021, App. D.4: without one the model sees a bag of patches, and only the patch contents say where they were).
+POS_EMBEDS = ("learn", "none")
 
 
 def _layer_norm(dim: int) -> nn.LayerNorm:
@@ -243,6 +247,10 @@ class VisionTransformer(nn.Module):
     called ``fc_norm``). ``drop_rate`` is dropout before the head, ``pos_drop_rate`` after the position
     embedding, ``proj_drop_rate`` after the attention projection and in the MLP, ``attn_drop_rate`` on the
     attention probabilities, ``drop_path_rate`` the stochastic depth of the last block (linear from 0).
+    ``pos_embed`` is ``'learn'`` (the paper's) or ``'none'``: then, as timm's ``pos_embed='none'``, the model has
+    no ``pos_embed`` parameter (the attribute is ``None``), the tokens enter block 0 without positions, and
+    ``pos_drop`` is skipped as timm skips it. ``'learn'`` builds and initialises exactly what it did before the
+    option existed (same parameters, same random draws in the same order).
     """
 
     num_prefix_tokens: int = 1  # tokens before the patch tokens: [cls]
@@ -251,10 +259,12 @@ class VisionTransformer(nn.Module):
                  in_chans: int = 3, num_classes: int = 1000, global_pool: str = "token", embed_dim: int = 768,
                  depth: int = 12, num_heads: int = 12, mlp_ratio: float = 4.0, qkv_bias: bool = True,
                  drop_rate: float = 0.0, pos_drop_rate: float = 0.0, proj_drop_rate: float = 0.0,
-                 attn_drop_rate: float = 0.0, drop_path_rate: float = 0.0) -> None:
+                 attn_drop_rate: float = 0.0, drop_path_rate: float = 0.0, pos_embed: str = "learn") -> None:
         super().__init__()
         if global_pool not in GLOBAL_POOLS:
             raise StudyError(f"global_pool {global_pool!r} is not supported; use one of {GLOBAL_POOLS}")
+        if pos_embed not in POS_EMBEDS:
+            raise StudyError(f"pos_embed {pos_embed!r} is not supported; use one of {POS_EMBEDS}")
         if depth < 1:
             raise StudyError(f"depth {depth} is too small; a ViT needs depth >= 1")
         self.num_classes = num_classes
@@ -265,9 +275,12 @@ class VisionTransformer(nn.Module):
 
         self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, embed_dim)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
-        # One learned vector per position, prefix tokens included (the original ViT/DeiT layout).
-        self.pos_embed = nn.Parameter(torch.zeros(1, self.patch_embed.num_patches + self.num_prefix_tokens,
-                                                  embed_dim))
+        # One learned vector per position, prefix tokens included (the original ViT/DeiT layout); None, as in
+        # timm, when there is none, so that no state_dict key exists for it.
+        self.pos_embed: nn.Parameter | None = None
+        if pos_embed == "learn":
+            self.pos_embed = nn.Parameter(torch.zeros(1, self.patch_embed.num_patches + self.num_prefix_tokens,
+                                                      embed_dim))
         self.pos_drop = nn.Dropout(pos_drop_rate)
         drop_paths = torch.linspace(0, drop_path_rate, depth).tolist()  # deeper blocks dropped more often
         self.blocks = nn.Sequential(*[
@@ -283,7 +296,8 @@ class VisionTransformer(nn.Module):
 
     def _init_weights(self) -> None:
         """timm's default ('') scheme; convolutions and LayerNorms keep PyTorch's defaults as in timm."""
-        trunc_normal_(self.pos_embed, std=0.02)
+        if self.pos_embed is not None:  # first, as before pos_embed='none' existed: the same draws in the same order
+            trunc_normal_(self.pos_embed, std=0.02)
         nn.init.normal_(self.cls_token, std=1e-6)
         self.apply(init_linear_timm)
 
@@ -295,7 +309,9 @@ class VisionTransformer(nn.Module):
         """Image ``(B, C, H, W)`` -> tokens ``(B, T, D)`` entering the first block."""
         patches = self.patch_embed(x)  # (B, N, D)
         tokens = torch.cat([self._prefix_tokens(patches.shape[0]), patches], dim=1)  # (B, T, D)
-        return self.pos_drop(tokens + self.pos_embed)
+        if self.pos_embed is None:
+            return tokens  # timm applies pos_drop only with a position embedding
+        return self.pos_drop(tokens + self.pos_embed)  # (B, T, D) + (1, T, D)
 
     def forward_features(self, x: Tensor) -> Tensor:
         """Image ``(B, C, H, W)`` -> all tokens ``(B, T, D)`` after the last block and the final norm."""
