@@ -161,9 +161,10 @@ def permute_vit_for(scramble: Scramble, model: nn.Module) -> nn.Module:
         flat = weight.reshape(*weight.shape[:2], -1)
         # gather pixels, then (D, C, P) -> (D, C, cell, cell) back into the conv's shape
         weight.copy_(flat[:, :, pixels].reshape(weight.shape))
-        prefix = permuted.num_prefix_tokens
-        pos = permuted.pos_embed  # (1, prefix + G, D)
-        pos[:, prefix:].copy_(pos[:, prefix:][:, cells])  # (1, G, D), gathered by cell (indexing copies)
+        pos = permuted.pos_embed  # (1, prefix + G, D); None for a ViT without one, whose tokens carry no position
+        if pos is not None:
+            prefix = permuted.num_prefix_tokens
+            pos[:, prefix:].copy_(pos[:, prefix:][:, cells])  # (1, G, D), gathered by cell (indexing copies)
     return permuted
 
 

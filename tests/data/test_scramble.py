@@ -150,3 +150,14 @@ def test_the_weight_map_refuses_a_mismatched_scramble_or_model():
         permute_vit_for(draw_scramble(SIDE, SIDE, 7, 0), vit)
     with pytest.raises(StudyError, match="'vit' or 'deit'"):
         permute_vit_for(draw_scramble(SIDE, SIDE, CELL, 0), eval_model("resnet8", width=8))
+
+
+def test_a_vit_without_position_embedding_needs_only_its_patch_kernel_permuted():
+    """Without a position embedding the tokens carry no position, so permuting the patch-embedding kernel's pixels
+    alone maps the scrambled images onto the natural ones (the cells' order does not matter to the model)."""
+    scramble = draw_scramble(SIDE, SIDE, CELL, 0)
+    vit = eval_model("vit", pos_embed="none", **VIT)
+    permuted = permute_vit_for(scramble, vit).eval()
+    natural, scrambled = images(), scramble_images(images(), scramble)
+    assert permuted.pos_embed is None
+    torch.testing.assert_close(logits(permuted, scrambled), logits(vit, natural), rtol=0, atol=1e-5)
