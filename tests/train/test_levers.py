@@ -51,10 +51,23 @@ def test_table_has_one_row_per_lever_beside_the_base():
          "train_top1": 0.9, "still_improving": True},
         {"lever": "lr", "setting": "4e-3", "model": "vit", "fraction": 0.01, "val_top1": 0.74,
          "train_top1": 1.0, "still_improving": False},
-    ])
+    ]).assign(seed=0)
     [row] = lever_table(rows).to_dict("records")
     assert row["lever"] == "lr" and row["best on validation"] == "4e-3" and row["spread (points)"] == 9.0
     assert row["settings: val top-1 % (train top-1 %)"] == "as in the base: 70.0 (100); 1e-3: 65.0 (90*); 4e-3: 74.0 (100)"
+
+
+def test_table_averages_seeds_and_shows_the_base_only_beside_its_own_model():
+    rows = pd.DataFrame([
+        {"lever": "base", "setting": "default", "model": "resnet", "seed": 0, "val_top1": 0.80},
+        {"lever": "lr", "setting": "0.1", "model": "vit_sgd", "seed": 0, "val_top1": 0.60},
+        {"lever": "lr", "setting": "0.1", "model": "vit_sgd", "seed": 1, "val_top1": 0.64},
+        {"lever": "lr", "setting": "0.2", "model": "vit_sgd", "seed": 0, "val_top1": 0.58},
+        {"lever": "lr", "setting": "0.2", "model": "vit_sgd", "seed": 1, "val_top1": 0.60},
+    ]).assign(fraction=0.01, train_top1=1.0, still_improving=False)
+    [row] = lever_table(rows).to_dict("records")
+    assert row["seeds"] == 2 and row["best on validation"] == "0.1"
+    assert row["settings: val top-1 % (train top-1 %)"] == "0.1: 62.0 (100); 0.2: 59.0 (100)"
 
 
 @pytest.mark.slow
