@@ -10,6 +10,7 @@ LAYERS = "cka_layers"
 TO_FULL = "cka_to_full"  # per model and fraction, against the ceiling and chance
 TO_FULL_LAYERS = "cka_to_full_layers"
 CEILING = "cka_ceiling"
+READINGS = "cka_readings"  # cka_to_full's summary for each reading of the layers (study.representations.measures)
 ACROSS_DEPTH_SEEDS = "cka_across_depth_seeds"
 ACROSS_DEPTH = "cka_across_depth"
 WITHIN_FIGURE = "cka_within"

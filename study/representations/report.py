@@ -13,7 +13,12 @@ number is computed by the stage (:mod:`study.representations.similarity`). The r
   0.85) vs 0.93 between seeds and 0.35 at initialisation". CKA has no fixed zero: two random networks fed the
   same images already share much of the images' geometry, so only the chance level says how much of a value
   training put there;
-- averages over depth leave out the input embedding (near 1 for any two models), and the sentences say so.
+- averages over depth leave out the input embedding (near 1 for any two models), and the sentences say so;
+- a value is compared with the ceiling only where it lies above its chance level (its interval above the chance
+  level's mean, :func:`above_chance`). Where it does not, CKA cannot tell the trained models apart from two random
+  initialisations, so it cannot separate fractions either: the sentence gives the numbers, says so and claims
+  nothing. This is the case of the ViTs on the default study, in every reading measured (the residual stream,
+  block updates, pooled features; table ``cka_readings``, :mod:`study.representations.measures` says why).
 
 A study whose stages wrote no ``cka_to_full`` has no CKA part in the report (:data:`FINDINGS`, :data:`SECTION`,
 :data:`LIMITATIONS`).
@@ -33,10 +38,12 @@ from study.stats.intervals import MIN_SEEDS
 
 
 def cka_findings(to_full: pd.DataFrame | None, across: pd.DataFrame | None, reference: float = 1.0,
-                 min_seeds: int = MIN_SEEDS) -> list[str]:
+                 min_seeds: int = MIN_SEEDS, readings: pd.DataFrame | None = None) -> list[str]:
     """Sentences on CKA to a model of another seed trained on the largest fraction (``reference``: full data
     when 1.0), against the cross-seed ceiling and the chance level (``to_full``: ``cka_to_full``), and on
-    cross-model CKA at matched relative depth (``across``: its depth average per pair of models)."""
+    cross-model CKA at matched relative depth (``across``: its depth average per pair of models). ``readings``
+    (``cka_readings``, where written) gives the other readings' numbers for a model whose stream values do not lie
+    above their chance level."""
     ref = reference_data(reference)
     if to_full is None or to_full.empty:
         return [f"CKA to a model trained on {ref} is not measured: it compares against a model of another seed, "
@@ -47,8 +54,44 @@ def cka_findings(to_full: pd.DataFrame | None, across: pd.DataFrame | None, refe
         if seeds < min_seeds:
             out.append(_described(str(model), rows, seeds, min_seeds, ref))
         else:
-            out += [_inferred(str(model), r, ref) for r in rows.sort_values("fraction").itertuples()]
+            ordered = list(rows.sort_values("fraction").itertuples())
+            out += [_inferred(str(model), r, ref) for r in ordered if above_chance(r.ci_low, r.chance_mean)]
+            hidden = [r for r in ordered if not above_chance(r.ci_low, r.chance_mean)]
+            out += [_at_chance(str(model), hidden, ref, readings)] if hidden else []
     return out + _across(across, min_seeds, ref)
+
+
+def above_chance(low: float, chance: float) -> bool:
+    """Whether a CKA value whose interval (or, without one, mean) starts at ``low`` lies above its chance level
+    ``chance``; True where the chance level was not measured (the sentence then says so)."""
+    return not math.isfinite(chance) or (math.isfinite(low) and low > chance)
+
+
+def _at_chance(model: str, rows: list, ref: str, readings: pd.DataFrame | None) -> str:
+    """The fractions of ``model`` whose CKA does not lie above its chance level: their numbers, and no claim."""
+    first = rows[0]
+    values = ", ".join(f"{r.mean_cka:.2f} ({interval(r.ci_low, r.ci_high, 2)}) at {percent(r.fraction)}" for r in rows)
+    chance = _level(first.chance_mean, first.chance_ci_low, first.chance_ci_high)
+    return (f"{model}: CKA to a model of another seed trained on {ref}, {_depth_phrase(first.embedding_layer)}, is "
+            f"{values} of the data, vs {_level(first.ceiling_mean)} between seeds and {chance} between two random "
+            f"initialisations: not above its chance level, so CKA does not tell these models from untrained ones and "
+            f"cannot separate these fractions; no comparison with the ceiling is drawn.{_other_readings(model, readings)}")
+
+
+def _other_readings(model: str, readings: pd.DataFrame | None) -> str:
+    """" In the other readings ..." sentence: each reading's chance level beside its range of values."""
+    if readings is None or readings.empty:
+        return ""
+    mine = readings[(readings["model"] == model) & (readings["reading"] != "stream")]
+    parts = [f"{name}, {g['chance_mean'].iloc[0]:.2f} at initialisation vs {g['mean_cka'].min():.2f}–"
+             f"{g['mean_cka'].max():.2f} trained" for name, g in mine.groupby("reading", sort=True)]
+    if not parts:
+        return ""
+    separated = [name for name, g in mine.groupby("reading", sort=True)
+                 if all(above_chance(r.ci_low, r.chance_mean) for r in g.itertuples())]
+    verdict = (f"{' and '.join(separated)} lies above its chance level" if separated
+               else "neither lies above its chance level")
+    return (f" Block updates and pooled features (table cka_readings; {'; '.join(parts)}): {verdict}.")
 
 
 def _level(mean: float, low: float = math.nan, high: float = math.nan) -> str:
@@ -105,10 +148,14 @@ def _across(across: pd.DataFrame | None, min_seeds: int, ref: str) -> list[str]:
         ceilings = [f"{c:.2f} ({m})" for m, c in ((r.model_a, r.ceiling_a), (r.model_b, r.ceiling_b))
                     if math.isfinite(c)]
         noise = " and ".join(ceilings) if ceilings else "no value"
+        low = r.ci_low if r.seeds >= min_seeds else r.cka_mean
+        verdict = ("" if above_chance(low, r.chance_mean) else
+                   ": not above the chance level, so CKA does not separate what training made the two models share "
+                   "from what two random initialisations share, and nothing is claimed")
         out.append(f"At matched relative depth, {r.model_a} and {r.model_b} trained on {ref} have CKA {r.cka_mean:.2f}"
                    f"{spread} averaged over relative depth {r.depth_from:.2f}–1 (past both input embeddings), from "
                    f"{r.depth_min:.2f} to {r.depth_max:.2f} along it, "
-                   f"{_versus(noise, r.chance_mean, f'{r.chance_mean:.2f}')}, on the same depth average.")
+                   f"{_versus(noise, r.chance_mean, f'{r.chance_mean:.2f}')}, on the same depth average{verdict}.")
     return out
 
 
@@ -122,6 +169,19 @@ def cka_limitations(to_full: pd.DataFrame, across: pd.DataFrame | None) -> list[
     elif (to_full["ceiling_pairs"] < 2).any():
         out.append("The CKA noise ceiling comes from a single pair of seeds (compared both ways), so its own "
                    "spread across seed pairs is unknown.")
+    rows = [r for r in to_full.itertuples() if r.seeds >= 2 and not above_chance(r.ci_low, r.chance_mean)]
+    above = sorted({str(r.model) for r in rows if r.chance_mean >= to_full.loc[to_full["model"] == r.model,
+                                                                              "mean_cka"].max()})
+    overlapping = sorted({str(r.model) for r in rows} - set(above))
+    if above:
+        out.append(f"For {', '.join(above)}, CKA between two random initialisations lies above every trained value: "
+                   "an untrained network of small weights is close to a linear map of the pixels, and linear CKA of "
+                   "two random linear maps of the same images is near 1, so CKA there cannot separate fractions "
+                   "(block updates and pooled features: table cka_readings).")
+    if overlapping:
+        out.append(f"For {', '.join(overlapping)}, CKA at some fractions does not lie above its chance level (two "
+                   "random initialisations, whose spread over seed pairs is wide), so those fractions are not "
+                   "compared with the ceiling.")
     if across is not None:
         out.append("Layers of different models are matched by relative depth, each model's recorded layers "
                    "taken as evenly spaced from input (0) to output (1): a convention, not a measured "
@@ -165,7 +225,9 @@ _CAPTIONS = (
                                           "cross-seed ceiling; dotted: the two models at initialisation (chance); "
                                           "hatched: input embeddings, left out of depth means."))
 _NEEDS = ((representations.FOLDER, representations.TO_FULL),)
-FINDINGS = Part(lambda sources: cka_findings(_to_full(sources), _depth_means(sources), max(sources.setup["fractions"])),
+FINDINGS = Part(lambda sources: cka_findings(_to_full(sources), _depth_means(sources), max(sources.setup["fractions"]),
+                                             readings=sources.table_if_written(representations.FOLDER,
+                                                                               representations.READINGS)),
                 needs=_NEEDS)
 SECTION = Part(_section, needs=_NEEDS)
 LIMITATIONS = Part(lambda sources: cka_limitations(_to_full(sources), _depth_means(sources)), needs=_NEEDS)

@@ -50,7 +50,7 @@ from study.representations.cka import MinibatchCKA
 from study.stats.intervals import holm_intervals, t_interval
 from study.runs.load import normalised_images
 from study.core.errors import StudyError
-from study.models import representations
+from study.representations.measures import Features, residual_stream
 
 # (model name, fraction, seed): one trained run; with fraction INIT, the seed's initial weights of that model.
 RunKey = tuple[str, float, int]
@@ -146,12 +146,14 @@ def cka_study(
     device: torch.device,
     seeds: Sequence[int],
     initial: Mapping[tuple[str, int], tuple[torch.nn.Module, dict]] | None = None,
+    features: Features = residual_stream,
 ) -> dict:
     """Run every comparison of the module docstring in one pass over ``images`` (uint8, (N, H, W, C)).
 
     ``models`` holds every trained run; ``seeds`` orders the seeds for :func:`reference_seeds`; ``initial``
     maps (model name, seed) to that seed's initial weights of the model (every model and seed, or ``None``:
-    no chance level, ``to_init`` NaN). Returns ``{"matrices": {seed: {(a, b): (layers_a, layers_b, matrix)}}``
+    no chance level, ``to_init`` NaN); ``features`` reads each model's layers (a reading of
+    :mod:`study.representations.measures`; the residual stream by default). Returns ``{"matrices": {seed: {(a, b): (layers_a, layers_b, matrix)}}``
     (full data, names a ≤ b, a == b within), ``"init_matrices"``: the same at initialisation ({} without
     ``initial``), ``"layers"``: {model: its layers}, ``"to_full"``: DataFrame (``LAYER_COLUMNS``),
     ``"ceiling"``: (``CEILING_COLUMNS``), ``"chance"``: initial weights of seed s vs s' (``CHANCE_COLUMNS``)}.
@@ -165,7 +167,7 @@ def cka_study(
     if initial is not None and (absent := [(n, s) for s in seeds for n in names if (n, s) not in initial]):
         raise StudyError(f"no initial weights (init.pt) for {absent[0]}; the chance level needs every model and seed")
     runs = {**models, **{(name, INIT, seed): loaded for (name, seed), loaded in (initial or {}).items()}}
-    layers = {key: list(representations(model, normalised_images(images[:4], spec, device)))
+    layers = {key: list(features(model, normalised_images(images[:4], spec, device)))
               for key, (model, spec) in runs.items()}
     _check_same_layers(layers, full)
     # One accumulator: rows = every layer of every run, columns = every layer of every full-data run and of
@@ -174,7 +176,7 @@ def cka_study(
     rows = [(key, layer) for key in sorted(runs) for layer in layers[key]]
     cols = [(key, layer) for key in sorted(runs) if key[1] in (full, INIT) for layer in layers[key]]
     matrix = _accumulate(runs, images, batch_size, [_tag(*r) for r in rows], [_tag(*c) for c in cols],
-                         kernel, rbf_threshold, device)  # (len(rows), len(cols))
+                         kernel, rbf_threshold, device, features)  # (len(rows), len(cols))
     row_of = {r: i for i, r in enumerate(rows)}
     col_of = {c: j for j, c in enumerate(cols)}
 
@@ -217,7 +219,8 @@ def _check_same_layers(layers: Mapping[RunKey, list[str]], full: float) -> None:
 
 
 def _accumulate(runs: Mapping[RunKey, tuple], images: np.ndarray, batch_size: int, rows: list[str],
-                cols: list[str], kernel: str, rbf_threshold: float, device: torch.device) -> np.ndarray:
+                cols: list[str], kernel: str, rbf_threshold: float, device: torch.device,
+                features: Features = residual_stream) -> np.ndarray:
     """Minibatch CKA (rows, cols) of tagged layers (:func:`_tag`) over equal-sized batches of ``images``: the
     paper averages HSIC terms over batches, each weighing the same, so a short last batch is dropped."""
     acc = MinibatchCKA(rows, cols, kernel, rbf_threshold)
@@ -225,7 +228,7 @@ def _accumulate(runs: Mapping[RunKey, tuple], images: np.ndarray, batch_size: in
     for start in tqdm(range(0, usable, batch_size), desc="cka", unit="batch", disable=None):
         chunk = images[start : start + batch_size]
         feats = {_tag(key, layer): value for key, (model, spec) in runs.items()
-                 for layer, value in representations(model, normalised_images(chunk, spec, device)).items()}
+                 for layer, value in features(model, normalised_images(chunk, spec, device)).items()}
         acc.update(feats)
     return acc.compute()
 

@@ -1,6 +1,11 @@
 """Stage ``cka``: CKA similarity within and across models, of every fraction to another seed's full-data
 model, with each similarity's noise level (the cross-seed ceiling) and chance level (the same comparison at
-initialisation, from each run's ``init.pt``); see :mod:`study.representations.similarity` for the design."""
+initialisation, from each run's ``init.pt``); see :mod:`study.representations.similarity` for the design.
+
+Every table but ``cka_readings`` reads the residual stream (each block's output). ``cka_readings`` repeats the
+to-full summary for the other readings of :mod:`study.representations.measures` (block updates, pooled features),
+because for the ViTs the stream's chance level lies above its trained values and the report must say whether
+another reading escapes that (it does not on the default study; see that module)."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import pandas as pd
 
 from study import representations
 from study.core import runtime
-from study.representations import similarity as S
+from study.representations import measures, similarity as S
 from study.representations.figures import CKAPanel, cka_across_depth, cka_frame, cka_grid, cka_to_reference
 from study.outputs.figure_style import save_figure
 from study.runs.table import collect_runs
@@ -55,11 +60,12 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     across = [CKAPanel(m, la, lb, f"{x} vs {y}", x, y) for (x, y), (la, lb, m) in blocks.items() if x != y]
     to_full, ceiling, chance = result["to_full"], result["ceiling"], result["chance"]
     summary = S.to_full_summary(to_full, ceiling, conf, chance)
+    readings = readings_summary(summary, models, images, device, params, initial)
     per_seed_across = S.across_depth(result["matrices"], result["init_matrices"])
     across_summary = S.across_depth_summary(per_seed_across, ceiling, conf)
     pct = f"{conf:.0%}"
     skipped = "" if len(params.seeds) > 1 else " (empty: CKA to another seed's model needs at least 2 seeds)"
-    with atomic_dir(figures) as tmp:
+    with atomic_dir(figures) as tmp:  # all from the residual stream
         save_figure(cka_grid(within), tmp / representations.WITHIN_FIGURE, cka_frame(within))
         if across:
             save_figure(cka_grid(across), tmp / representations.ACROSS_FIGURE, cka_frame(across))
@@ -94,6 +100,13 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
                     f"Noise ceiling: per-layer CKA between full-data models of two seeds, beside the chance level "
                     f"(chance: the two seeds' initial weights) and each model's CKA to its own initialisation "
                     f"(to_init){skipped}.")
+        write_table(readings, tmp / representations.READINGS,
+                    f"The summary of cka_to_full for each reading of the layers: stream, each block's output (the "
+                    f"residual stream, as every other CKA table); update, what each block adds to the stream (a "
+                    f"ViT block's output minus its input, a ResNet block's residual branch); pooled, the vector the "
+                    f"head reads. The input embedding comes first in each and is left out of the mean (for pooled "
+                    f"the mean is the pooled CKA). A reading separates fractions only where its chance level "
+                    f"(chance_mean, two random initialisations) lies below the CKA values{skipped}.")
         write_table(per_seed_across, tmp / representations.ACROSS_DEPTH_SEEDS,
                     "CKA between two models at matched relative depth, full data, per seed, beside the same two "
                     "models at initialisation (chance); in_depth_mean: the point lies past both models' input "
@@ -102,7 +115,24 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
                     f"CKA between two models at matched relative depth (full data), mean and {pct} t-interval "
                     "over seeds, beside each model's cross-seed ceiling (noise level) and the pair's CKA at "
                     "initialisation (chance level) at that depth; in_depth_mean: past both input embeddings.")
-    note = f"{len(to_full)} layer comparisons to another seed" if not to_full.empty else "1 seed: no cross-seed CKA"
+    note = (f"{len(to_full)} stream layer comparisons to another seed, {len(measures.MEASURES)} readings"
+            if not to_full.empty else "1 seed: no cross-seed CKA")
     return (f"cka: {len(models)} models + {len(initial)} initialisations, "
             f"{len(images) - len(images) % a.cka.batch_size} test images, {len(within)} within + {len(across)} "
             f"across panels, {note} in {time.perf_counter() - tic:.0f}s -> {figures}, {tables}")
+
+
+def readings_summary(stream: pd.DataFrame, models: dict, images, device, params: Params, initial: dict
+                     ) -> pd.DataFrame:
+    """``stream`` (the residual stream's ``cka_to_full``) and the same summary for every other reading of
+    :data:`study.representations.measures.MEASURES`, one block of rows each, labelled by ``reading``."""
+    a, conf = params.analysis, params.analysis.curves.confidence
+    parts = [stream.assign(reading="stream")]
+    for name, features in measures.MEASURES.items():
+        if name == "stream":
+            continue
+        other = S.cka_study(models, images, a.cka.batch_size, a.cka.kernel, a.cka.rbf_threshold, device,
+                            params.seeds, initial, features)
+        parts.append(S.to_full_summary(other["to_full"], other["ceiling"], conf, other["chance"]).assign(reading=name))
+    table = pd.concat(parts, ignore_index=True)
+    return table[["reading", *S.SUMMARY_COLUMNS]]
