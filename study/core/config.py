@@ -216,6 +216,9 @@ class RobustnessParams:
     rearrangement: RearrangementParams = RearrangementParams()
     translation: TranslationParams = TranslationParams()
     corruptions: CorruptionParams = CorruptionParams()
+    # Score each ViT/DeiT run a second time with every attention row uniform, as "<model>@uniform" (the accuracy
+    # its attention carries; study.models.ablations). False leaves the variant out and the stage's time unchanged.
+    uniform_attention: StrictBool = True
 
 
 @dataclass(frozen=True, config=_FROZEN)

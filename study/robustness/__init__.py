@@ -25,3 +25,17 @@ COST = "cost"
 # The figures of the probes with curves, each named by its probe, and of the headline contrasts.
 OCCLUSION, REARRANGEMENT, TRANSLATION = "occlusion", "rearrangement", "translation"
 CONTRASTS_FIGURE = "contrasts"
+# Test-time variants of a trained model, scored beside it and named "<model><suffix>" in every table (the run's own
+# rows keep the plain name): "@uniform", every attention row uniform (study.models.ablations.uniform_attention).
+VARIANT_MARK = "@"
+UNIFORM = VARIANT_MARK + "uniform"
+
+
+def is_variant(model: str) -> bool:
+    """Whether a table's model name is a test-time variant of a trained model, not a trained model itself."""
+    return VARIANT_MARK in str(model)
+
+
+def trained_model(model: str) -> str:
+    """The trained model a name stands for: "vit@uniform" -> "vit", "vit" -> "vit"."""
+    return str(model).split(VARIANT_MARK)[0]

@@ -21,6 +21,8 @@ table (:func:`per_run`), with the conventions of :mod:`study.efficiency.curves` 
   seeds, with the contrast to 1 Holm-adjusted across fractions.
 - :func:`headline` — the conditions the report quotes: clean, occlusion of half the patch grid's cells, the
   patch-grid shuffle and a 2-px shift along x.
+- :func:`with_variant_runs`, :func:`variant_pairs` — test-time variants of a run (``vit@uniform``: the ViT with
+  uniform attention) carry their run's facts and are contrasted with their own run, ``vit@uniform − vit``.
 
 One module although over 300 lines: every function reads the same per-run table (:func:`per_run`) with the same
 keys, seed pairing and Holm families, so that the probes' statistics stay the clean accuracy's.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from study.robustness import is_variant, trained_model
 from study.stats.intervals import MIN_SEEDS, equivalence_bound, holm_intervals, seed_slopes, t_interval
 from study.robustness.probes import corruption_errors, mce
 from study.robustness.scoring import (ALIGNED, CLEAN, CORRUPTION, OCCLUSION, REARRANGEMENT, SHUFFLE,
@@ -60,6 +63,28 @@ def per_run(scores: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     out = out.merge(clean, on=RUN_KEYS, how="left", validate="many_to_one")
     out["retained"] = out["top1"] / out["clean_top1"].where(out["clean_top1"] > 0)
     return out
+
+
+def with_variant_runs(runs: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """The run table with, for every test-time variant in ``scores`` ("vit@uniform"), a copy of its trained model's
+    rows under the variant's name: the same trained weights, so the same training images and convergence flags,
+    and :func:`per_run` and the contrasts then read a variant like a run."""
+    variants = [name for name in dict.fromkeys(scores["model"]) if is_variant(name)]
+    copies = [runs[runs["model"] == trained_model(name)].assign(model=name) for name in variants]
+    return pd.concat([runs, *copies], ignore_index=True) if copies else runs
+
+
+def variant_pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """``(variant, its trained model)`` for every variant in ``table``, e.g. ("vit@uniform", "vit"): the contrast
+    ``vit@uniform − vit``, paired by seed, is what the switched-off part (attention) is worth. A variant is not
+    compared with the reference CNN: its own model is the question's baseline."""
+    return [(name, trained_model(name)) for name in sorted(set(table["model"])) if is_variant(name)]
+
+
+def trained_only(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without the rows of test-time variants: what the figures and the corruption errors against the
+    reference CNN show."""
+    return table[~table["model"].map(is_variant)]
 
 
 def consistency_rows(consistency: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

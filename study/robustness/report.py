@@ -10,6 +10,9 @@ choosing rows. The rules, as for clean accuracy:
   the equivalence bound, the largest difference the adjusted interval leaves possible;
 - a flip of the winner along a probe's levels only where the stage's adjusted intervals support it;
 - with fewer than ``MIN_SEEDS`` seeds nothing is inferred: the sentences give means and say why.
+
+Test-time variants (``vit@uniform``: the run with uniform attention) are contrasted with their own run only; the
+sentences on the model comparisons leave them out and :func:`attention_sentences` words their cost.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from study import robustness
 from study.outputs.tables import markdown_table
 from study.report.format import images, interval, no_inference, percent, plural, share
 from study.report.section import Part, Sources
+from study.robustness import is_variant, trained_model
 from study.robustness import wording as W
 from study.stats.intervals import MIN_SEEDS
 
@@ -206,17 +210,53 @@ def mce_sentences(table: pd.DataFrame) -> list[str]:
     return out
 
 
+def attention_sentences(contrasts: pd.DataFrame, values: pd.DataFrame) -> list[str]:
+    """What uniform attention at test time costs each model that has the variant, per fraction, clean and under the
+    patch-grid shuffle (the headline contrasts ``<model>@uniform − <model>``), after one sentence on the method
+    and the models without a variant (too few seeds: means only, :func:`study.robustness.wording.cost`). Empty when
+    the stage scored no variant."""
+    ablated = contrasts[contrasts["comparison"].map(lambda c: is_variant(c.split(" - ")[0]))]
+    if ablated.empty:
+        return []
+    models = sorted({trained_model(c.split(" - ")[0]) for c in ablated["comparison"]})
+    others = sorted({m for m in values["model"] if not is_variant(m)} - set(models))
+    out = [f"Uniform attention at test time: {', '.join(models)} {'is' if len(models) == 1 else 'are'} scored a "
+           "second time with every attention row replaced by the uniform average over all T tokens (1/T each, prefix "
+           "tokens included; no retraining), as <model>@uniform. The cost is the top-1 the run loses, paired by seed "
+           "and Holm-adjusted across fractions; a negative cost means uniform attention scores higher."
+           + (f" {', '.join(others)} {'has' if len(others) == 1 else 'have'} no such variant (a ConViT's gated "
+              "positional attention is not switched; a CNN has no attention)." if others else "")]
+    shown = ablated[ablated["probe"].isin(["clean", "rearrangement"])]
+    for (comparison, fraction), g in shown.groupby(["comparison", "fraction"], sort=True):
+        model = trained_model(comparison.split(" - ")[0])
+        parts = "; ".join(f"{'clean' if r.probe == 'clean' else 'under the ' + r.condition}, {W.cost(r)}"
+                          for r in g.sort_values("order").itertuples())
+        out.append(f"Uniform attention in {model} at {images(g['train_images'].iloc[0])}: {parts}.")
+    return out
+
+
+def _trained(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without test-time variants: its model rows, or its comparisons whose first model is one."""
+    column = "model" if "model" in table else "comparison"
+    return table[~table[column].map(lambda name: is_variant(str(name).split(" - ")[0]))]
+
+
 def robustness_findings(tables: dict[str, pd.DataFrame], min_seeds: int = MIN_SEEDS) -> list[str]:
-    """The bullets of "Where the ViT wins", from the stage's tables (:func:`read_robustness`)."""
-    accuracy = tables[robustness.CONTRASTS_ACCURACY]
-    out = [setup_sentence(tables[robustness.PROBE_SET], accuracy)]
-    out += headline_sentences(tables[robustness.HEADLINE], min_seeds)
-    out += headline_contrast_sentences(tables[robustness.HEADLINE_CONTRASTS])
+    """The bullets of "Where the ViT wins", from the stage's tables (:func:`read_robustness`): the model comparisons,
+    then what uniform attention costs where the stage scored it."""
+    model_tables = {name: _trained(table) if ("model" in table or "comparison" in table) else table
+                    for name, table in tables.items()}
+    accuracy = model_tables[robustness.CONTRASTS_ACCURACY]
+    out = [setup_sentence(model_tables[robustness.PROBE_SET], accuracy)]
+    out += headline_sentences(model_tables[robustness.HEADLINE], min_seeds)
+    out += headline_contrast_sentences(model_tables[robustness.HEADLINE_CONTRASTS])
     out += win_sentences(accuracy, "top-1")
-    out += win_sentences(tables[robustness.CONTRASTS_RETAINED], "retained accuracy (probe / clean)")
-    out += flip_sentences(tables[robustness.WINNER_FLIPS])
-    out += consistency_sentences(tables[robustness.CONSISTENCY], tables[robustness.CONTRASTS_CONSISTENCY], min_seeds)
-    out += mce_sentences(tables[robustness.MCE])
+    out += win_sentences(model_tables[robustness.CONTRASTS_RETAINED], "retained accuracy (probe / clean)")
+    out += flip_sentences(model_tables[robustness.WINNER_FLIPS])
+    out += consistency_sentences(model_tables[robustness.CONSISTENCY], model_tables[robustness.CONTRASTS_CONSISTENCY],
+                                 min_seeds)
+    out += mce_sentences(model_tables[robustness.MCE])
+    out += attention_sentences(tables[robustness.HEADLINE_CONTRASTS], tables[robustness.HEADLINE])
     return out
 
 

@@ -17,6 +17,7 @@ except the predictions the 1-px consistency needs.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from study.models.ablations import has_uniform_variant, uniform_attention
+from study.robustness import UNIFORM
 from study.robustness.probes import corrupt, half_cell_offset, occlusion, prediction_change, rearrangement, translation
 from study.data.scramble import Scramble, scramble_images, setting_scramble
 from study.models import is_transformer
@@ -128,7 +131,12 @@ class _Scorer:
     std: Tensor
     channels_last: bool
     scramble: Scramble | None = None  # a scrambled run sees every probed image through its scramble
+    uniform: bool = False  # the run's model with uniform attention (study.models.ablations), scored as a variant
     seconds: float = 0.0
+
+    def switched(self):
+        """The context the model scores in: uniform attention for the variant, the model as trained otherwise."""
+        return uniform_attention(self.model) if self.uniform else contextlib.nullcontext()
 
 
 @torch.inference_mode()
@@ -142,9 +150,14 @@ def predict(model: nn.Module, images: Tensor, mean: Tensor, std: Tensor, channel
 
 
 def score_runs(models: dict[RunKey, tuple[nn.Module, RunSpec]], images: np.ndarray, labels: np.ndarray,
-               conditions: list[Condition], batch_size: int, device: torch.device, precision: str = "auto"
-               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+               conditions: list[Condition], batch_size: int, device: torch.device, precision: str = "auto",
+               uniform: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Score every run on every condition: ``(scores, consistency, cost)``.
+
+    With ``uniform``, every run whose model has a uniform-attention variant
+    (:func:`study.models.ablations.has_uniform_variant`: the study's ViT and DeiT and the arms built on them, not a
+    ConViT or a CNN) is scored a second time with all its attention rows uniform, as model ``<model>@uniform`` (the
+    same model object switched per batch, so no second copy in memory); its rows follow the run's in every table.
 
     ``scores``: one row per run and condition, with the images scored, how many were right and top-1.
     ``consistency``: per run and shift direction, the share of predictions a 1-px shift changes from the clean
@@ -160,6 +173,10 @@ def score_runs(models: dict[RunKey, tuple[nn.Module, RunSpec]], images: np.ndarr
         scramble = None if spec.scramble is None else setting_scramble(spec.scramble, spec.image_size, spec.image_size)
         scorers[key] = _Scorer(model.eval(), torch.tensor(spec.mean, device=device),
                                torch.tensor(spec.std, device=device), channels_last, scramble)
+        if uniform and has_uniform_variant(model):
+            name, fraction, seed = key
+            scorers[name + UNIFORM, fraction, seed] = _Scorer(model, scorers[key].mean, scorers[key].std,
+                                                              channels_last, scramble, uniform=True)
     kept = {c.key for c in conditions if c.probe == CLEAN or (c.probe == TRANSLATION and c.level == 1)}
     source = torch.from_numpy(np.array(images, dtype=np.uint8))  # (N, H, W, C), CPU; a copy: inputs may be read-only maps
     truth = torch.from_numpy(np.array(labels, dtype=np.int64)).to(device)
@@ -177,7 +194,8 @@ def score_runs(models: dict[RunKey, tuple[nn.Module, RunSpec]], images: np.ndarr
                 tic = time.perf_counter()
                 seen = batch if scorer.scramble is None else torch.from_numpy(
                     scramble_images(probed.numpy(), scorer.scramble)).to(device)  # the probe acts on the world
-                predicted = predict(scorer.model, seen, scorer.mean, scorer.std, scorer.channels_last, autocast)
+                with scorer.switched():
+                    predicted = predict(scorer.model, seen, scorer.mean, scorer.std, scorer.channels_last, autocast)
                 correct[key] += int((predicted == y).sum())
                 scorer.seconds += time.perf_counter() - tic
                 if condition.key in kept:
@@ -219,10 +237,11 @@ COST_COLUMNS = ["part", "runs", "seconds", "images", "images_per_second"]
 
 
 def score_run_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.ndarray, settings: dict,
-                    batch_size: int, device: torch.device, precision: str = "auto", processes: int = 1
-                    ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+                    batch_size: int, device: torch.device, precision: str = "auto", processes: int = 1,
+                    uniform: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """:func:`score_runs` on the runs' ``model.pt`` files (``runs``: key -> file), the conditions built from
-    ``settings`` (the keywords of :func:`conditions`).
+    ``settings`` (the keywords of :func:`conditions`), each run's uniform-attention variant too with ``uniform``
+    (scored in its run's process, from the same loaded model).
 
     On a CPU the runs are split over ``processes`` worker processes of one torch thread each (each makes the
     probed images itself); on another device one process scores them all. With one thread a run's scores do not
@@ -234,7 +253,7 @@ def score_run_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.nda
     keys = sorted(runs)
     if device.type != "cpu" or processes <= 1 or len(keys) < 2:
         parts = [_score_files({k: runs[k] for k in keys}, images, labels, settings, batch_size, str(device),
-                              precision, None, None)]
+                              precision, None, None, uniform)]
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -244,7 +263,7 @@ def score_run_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.nda
         deterministic = torch.are_deterministic_algorithms_enabled()
         with ProcessPoolExecutor(len(chunks), mp_context=context) as pool:
             futures = [pool.submit(_score_files, {k: runs[k] for k in chunk}, images, labels, settings, batch_size,
-                                   "cpu", precision, 1, deterministic) for chunk in chunks]
+                                   "cpu", precision, 1, deterministic, uniform) for chunk in chunks]
             parts = [future.result() for future in futures]
     scores = pd.concat([p[0] for p in parts], ignore_index=True)
     scores = scores.sort_values(["order", "model", "fraction", "seed"], ignore_index=True).drop(columns="order")
@@ -257,7 +276,7 @@ def score_run_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.nda
 
 
 def _score_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.ndarray, settings: dict, batch_size: int,
-                 device: str, precision: str, threads: int | None, deterministic: bool | None
+                 device: str, precision: str, threads: int | None, deterministic: bool | None, uniform: bool = False
                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One process's share of :func:`score_run_files` (module level, so that a spawned worker can run it); a
     worker sets its ``threads`` and the parent's determinism, the parent process (``None``) keeps its own."""
@@ -268,4 +287,4 @@ def _score_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.ndarra
         torch.use_deterministic_algorithms(bool(deterministic), warn_only=True)
     place = torch.device(device)
     models = {key: load_trained(path, place) for key, path in runs.items()}
-    return score_runs(models, images, labels, conditions(**settings), batch_size, place, precision)
+    return score_runs(models, images, labels, conditions(**settings), batch_size, place, precision, uniform)

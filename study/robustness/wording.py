@@ -46,6 +46,19 @@ def sizes(rows: pd.DataFrame, every: int) -> str:
     return ", ".join(f"{int(n):,}" for n in found) + " images"
 
 
+def cost(r, scale: float = 100.0, unit: str = " points") -> str:
+    """What switching a part of a model off costs, from the contrast ``variant − model`` (``r``): the cost is its
+    negative, so positive means the variant scores lower; "a cost of +12.3 points (Holm-adjusted CI +10.1 to
+    +14.5)", a null with its equivalence bound, or (too few seeds) the mean only."""
+    value = f"{-scale * r.diff_mean:+.1f}{unit}"
+    if not r.inference:
+        return f"a cost of {value} (descriptive, {plural(int(r.seeds), 'seed')})"
+    ci = interval(-r.adj_ci_high, -r.adj_ci_low, 1, scale=scale, signed=True, label="Holm-adjusted CI")
+    if r.significant:
+        return f"a cost of {value} ({ci})"
+    return no_detectable("cost", value, ci, r.equivalence_bound, 1, scale=scale, unit=unit)
+
+
 def clause(r, a: str, b: str, scale: float = 100.0, unit: str = " points") -> str:
     """One contrast: who is ahead and by how much with the adjusted interval, or no detectable difference with the
     equivalence bound, or (too few seeds) the mean only."""

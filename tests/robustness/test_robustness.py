@@ -128,6 +128,7 @@ def test_without_a_robustness_section_the_grid_is_the_vits_patch_grid():
     no_vit = copy.deepcopy(raw)
     no_vit.update(baselines=["resnet"], distill=[])
     no_vit["models"] = {"resnet": no_vit["models"]["resnet"]}
+    no_vit["analysis"].pop("controls", None)  # its pairs name the ViT
     with pytest.raises(StudyError, match="occlusion.grid: no ViT-family model"):
         validated(no_vit)
     no_vit["analysis"]["robustness"] = {"occlusion": {"grid": 4}}
@@ -347,6 +348,38 @@ def test_scores_do_not_depend_on_the_batch_size_and_clean_equals_a_direct_forwar
     assert {"making occlusion images", "scoring with vit"} <= set(cost["part"])
 
 
+def test_uniform_attention_variants_are_scored_for_vits_only_and_leave_the_runs_rows_alone():
+    from study.models.ablations import uniform_attention
+
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, (23, 8, 8, 1), dtype=np.uint8)
+    labels = rng.integers(0, 10, 23)
+    probes = conditions(8, 0, 4, [0.5], False, [4], [1], [], [])
+    models = tiny_models(seeds=(0,))
+    plain, _, _ = score_runs(models, images, labels, probes, 10, torch.device("cpu"))
+    both, shifts, cost = score_runs(models, images, labels, probes, 10, torch.device("cpu"), uniform=True)
+    assert set(both["model"]) == {"resnet", "vit", "deit", "vit@uniform", "deit@uniform"}  # no CNN variant
+    ran = both[~both["model"].str.contains("@")].reset_index(drop=True)
+    pd.testing.assert_frame_equal(ran, plain)  # the switch is off again for the run's own rows
+    assert {"vit@uniform", "deit@uniform"} <= set(shifts["model"]) and "scoring with vit@uniform" in set(cost["part"])
+    model, spec = models["vit", 1.0, 0]
+    with uniform_attention(model):
+        direct = predict(model, torch.from_numpy(images), torch.tensor(spec.mean), torch.tensor(spec.std), False,
+                         torch.autocast("cpu", enabled=False))
+    clean = both[(both["model"] == "vit@uniform") & (both["probe"] == CLEAN)].iloc[0]
+    assert clean["correct"] == int((direct.numpy() == labels).sum())
+
+
+def test_variants_carry_their_runs_facts_and_are_contrasted_with_their_run_only():
+    runs = pd.DataFrame({"model": ["vit", "resnet"], "fraction": 1.0, "seed": 0, "train_images": 100,
+                         "under_trained": [1, 0], "step_bound": 0})
+    scores = pd.DataFrame({"model": ["vit", "resnet", "vit@uniform"], "fraction": 1.0, "seed": 0})
+    extended = R.with_variant_runs(runs, scores)
+    assert extended.set_index("model").loc["vit@uniform", "under_trained"] == 1
+    assert R.variant_pairs(extended) == [("vit@uniform", "vit")]
+    assert list(R.trained_only(extended)["model"]) == ["vit", "resnet"]
+
+
 def test_conditions_list_each_level_once_and_leave_level_zero_to_the_clean_images():
     probes = conditions(28, 0, 4, [0.0, 0.5], True, [1, 2, 4, 7], [0, 1, 4], ["fog"], [0, 1, 3])
     keys = [c.key for c in probes]
@@ -422,7 +455,7 @@ def test_the_stage_writes_its_tables_and_figures(tmp_path):
     params_path, runs_dir, prepared = fabricated_study(tmp_path)
     params = load_params(params_path)
     summary = stage.run(params, runs_dir, prepared, tmp_path / "figures", tmp_path / "tables")
-    assert summary.startswith("robustness: 18 runs x ")
+    assert summary.startswith("robustness: 18 runs (+12 with uniform attention) x ")
     tables, figures = tmp_path / "tables", tmp_path / "figures"
     for name in ("probe_set", "probe_images", "robustness_runs", "robustness", "contrasts_accuracy",
                  "contrasts_retained", "consistency", "contrasts_consistency", "contrast_trends", "winner_flips",
@@ -436,7 +469,18 @@ def test_the_stage_writes_its_tables_and_figures(tmp_path):
     runs = pd.read_csv(tables / "robustness_runs.csv")
     assert set(runs["images"]) == {360} and set(runs["image_seed"]) == {0}
     contrasts = pd.read_csv(tables / "contrasts_accuracy.csv")
-    assert set(contrasts["comparison"]) == {"vit - resnet", "deit - resnet"}
+    assert set(contrasts["comparison"]) == {"vit - resnet", "deit - resnet", "vit@uniform - vit",
+                                            "deit@uniform - deit"}
+    assert set(runs["model"]) == {"resnet", "vit", "deit", "vit@uniform", "deit@uniform"}
+    assert "vit@uniform - vit" in set(pd.read_csv(tables / "contrasts_retained.csv")["comparison"])
+    assert recorded["uniform_attention"] == "deit@uniform, vit@uniform"
+    # The variants' trends are their own Holm family: the model comparisons' are as without them.
+    trends = pd.read_csv(tables / "contrast_trends.csv")
+    assert {"vit@uniform - vit", "vit - resnet"} <= set(trends["comparison"])
+    assert "resnet" in set(pd.read_csv(tables / "mce.csv")["baseline"])
+    assert not pd.read_csv(tables / "mce.csv")["model"].str.contains("@").any()  # no variant against the CNN
+    assert not pd.read_csv(figures / "occlusion.csv")["model"].str.contains("@").any()
+    assert not pd.read_csv(figures / "contrasts.csv")["comparison"].str.contains("@").any()
     # 18 runs of untrained models: the untrained resnet of each seed is the same at both fractions.
     headline = pd.read_csv(tables / "headline.csv")
     assert list(dict.fromkeys(headline["condition"])) == ["clean", "50% occluded", "4x4 shuffle", "2-px shift"]
@@ -522,11 +566,17 @@ def test_the_report_renders_the_section_from_the_stage_tables(tmp_path):
                                   "along y, diagonally: 1 px, 2 px, 3 px, 4 px); corruption (brightness, canny edges, fog, "
                                   "motion blur, rotate, shot noise, zigzag: severity 1, severity 3, severity 5)")
     contrasts = pd.read_csv(tmp_path / "tables" / "contrasts_accuracy.csv")
-    assert len(contrasts) == 2 * 2 * 47 and (contrasts["level"] > 0).sum() == 2 * 2 * 46  # no level-0 duplicates
+    # two comparisons with the CNN and two variants' with their runs, 2 fractions, 47 conditions
+    assert len(contrasts) == 4 * 2 * 47 and (contrasts["level"] > 0).sum() == 4 * 2 * 46  # no level-0 duplicates
     assert any("top-1 (Holm-adjusted): vit is detectably ahead in " in s and " of 92 probed cells" in s
                for s in findings)
     assert any(s.startswith("vit − resnet, 50% occluded: at 650 images ") for s in findings)
     assert any(s.startswith("deit's mean corruption error against resnet") for s in findings)
+    assert not any(s.startswith("vit@uniform") or "@uniform −" in s for s in findings)  # no comparison sentences
+    assert any(s.startswith("Uniform attention at test time: deit, vit are scored a second time") and
+               "resnet has no such variant" in s for s in findings)
+    assert any(s.startswith("Uniform attention in vit at 650 images: clean, ") and "; under the 4x4 shuffle, " in s
+               for s in findings)
     assert headline_table(tables["headline"]).splitlines()[0] == \
         "| model | fraction | train_images | seeds | clean | 50% occluded | 4x4 shuffle | 2-px shift |"
 
@@ -538,16 +588,21 @@ def test_the_stage_end_to_end_on_the_smoke_study(smoke_study):
         assert (figures / f"{name}.png").stat().st_size > 0
     runs = pd.read_csv(smoke_study / "reports" / "tables" / "curves" / "runs.csv")
     scores = pd.read_csv(tables / "robustness_runs.csv")
-    assert set(scores["images"]) == {360} and len(scores.drop_duplicates(["model", "fraction", "seed"])) == len(runs)
+    trained = scores[~scores["model"].str.contains("@")]  # the runs' own rows; "<model>@uniform": their variants
+    assert set(scores["images"]) == {360}
+    assert len(trained.drop_duplicates(["model", "fraction", "seed"])) == len(runs)
     # The smoke study's 360 test images are all probed: clean top-1 is each run's own test top-1 (up to an argmax tie
     # that another batch size can break).
-    clean = scores[scores["probe"] == CLEAN].merge(runs[["model", "fraction", "seed", "test_top1"]])
+    clean = trained[trained["probe"] == CLEAN].merge(runs[["model", "fraction", "seed", "test_top1"]])
     assert len(clean) == len(runs) and np.allclose(clean["top1"], clean["test_top1"], atol=2 / 360)
     report = (smoke_study / "reports" / "report.md").read_text()
     findings = report.split("## Setup")[0]
     assert "### Where the ViT wins" in findings and "](figures/robustness/occlusion.png)" in report
     for r in pd.read_csv(tables / "headline_contrasts.csv").itertuples():
         a, b = r.comparison.split(" - ")
+        if "@" in a:  # a variant against its run: worded as a cost, in its own sentences
+            assert f"Uniform attention in {b} at {r.train_images:,} images: clean, " in findings
+            continue
         if r.significant and r.inference:
             assert f"at {r.train_images:,} images {100 * r.diff_mean:+.1f} points, " \
                    f"{a if r.diff_mean > 0 else b} ahead" in findings
