@@ -172,6 +172,14 @@ class CurvesParams:
 
 
 @dataclass(frozen=True, config=_FROZEN)
+class ControlsParams:
+    """Stage ``controls``: each listed arm against the model it changes one thing of (``[arm, against]``), on the
+    clean test images and under every robustness probe, paired by seed, one model over the fractions."""
+
+    pairs: tuple[tuple[StrictStr, StrictStr], ...] = ()
+
+
+@dataclass(frozen=True, config=_FROZEN)
 class OcclusionParams:
     """Random cell drop (Naseer et al. 2021): shares of the cells of a grid set to black per image."""
 
@@ -245,6 +253,7 @@ class AnalysisParams:
     curves: CurvesParams = CurvesParams()
     robustness: RobustnessParams = RobustnessParams()
     effects: EffectsParams = EffectsParams()  # the smallest effects of interest
+    controls: ControlsParams = ControlsParams()
 
 
 @dataclass(frozen=True, config=_FROZEN)
@@ -370,6 +379,13 @@ def _check_cross_references(p: Params, source: str) -> None:
     if p.analysis.cka.batch_size > p.analysis.cka.images:
         fail("analysis.cka.batch_size must not exceed analysis.cka.images")
     _check_budget_check(p, source)
+    for i, pair in enumerate(p.analysis.controls.pairs):
+        for name in pair:
+            if name not in p.trained_models:
+                fail(f"analysis.controls.pairs[{i}] names '{name}', not a trained model of the study "
+                     f"({list(p.trained_models)}); add it to baselines or drop the pair from analysis.controls.pairs")
+        if pair[0] == pair[1]:
+            fail(f"analysis.controls.pairs[{i}] compares '{pair[0]}' with itself; name two different models")
     if p.distill is not None:
         d = p.distill
         if d.student not in p.models:

@@ -34,17 +34,19 @@ def with_change(path: str, value):
 # The study's presets; configs/pretrained.yaml parameterises the pretrained analysis (its own schema and tests).
 STUDY_PRESETS = study_files()[1:]
 # Studies that stop below full data (their analyses compare with the largest fraction): the default study, the
-# distillation, priors and small-data presets, where 30 (60) epochs of full data do not fit the CPU's time budget.
+# distillation, priors, small-data and controls presets, where 30 (60) epochs of full data do not fit the CPU's time
+# budget.
 BELOW_FULL_DATA = {"params.yaml", "distillation.yaml", "distillation_soft.yaml", "priors.yaml", "priors_10pct.yaml",
-                   "small_data.yaml", "check_4pct.yaml"}
+                   "small_data.yaml", "check_4pct.yaml", "controls.yaml"}
+# Studies without a distilled student: the priors' and the controls' arms are deltas of the ViT or of the recipes.
+NO_STUDENT = ("priors", "controls")
 
 
 def test_presets_and_default_params_are_valid():
     for name in study_files():
         params = load_study(name)
         assert (1.0 in params.fractions) != (name in BELOW_FULL_DATA), name
-        # every study distils a student but the priors studies, whose arms are the ViT's priors (no DeiT)
-        assert (params.distill is None) == name.startswith("priors"), name
+        assert (params.distill is None) == name.startswith(NO_STUDENT), name
         if params.distill:
             assert params.trained_models[-1] == params.distill.student
 
@@ -94,6 +96,9 @@ def test_preset_models_build_and_student_matches_vit(name):
         ("data.val_fraction", 1.0, "data.val_fraction = 1.0"),
         ("data", ..., "missing key 'data'"),
         ("analysis.seed", 7, "analysis.seed = 7"),
+        ("analysis.controls.pairs", [["swin", "vit"]], "analysis.controls.pairs[0] names 'swin', not a trained model"),
+        ("analysis.controls.pairs", [["vit", "vit"]], "compares 'vit' with itself"),
+        ("analysis.controls.pairs", [["vit"]], "analysis.controls.pairs"),
     ],
 )
 def test_bad_params_give_one_line_errors(path, value, expected):
