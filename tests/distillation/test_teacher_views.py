@@ -264,3 +264,15 @@ def test_the_report_words_the_views_and_where_hard_distillation_only_repeats_the
                     "between deit and a model trained on labels alone there is not the teacher's doing.")
     assert teacher_view_sentences(views, hard=False) == [shares]  # soft targets carry more than the argmax
     assert teacher_view_sentences(views.iloc[:0], hard=True) == [] and teacher_view_sentences(None, hard=True) == []
+
+
+def test_where_every_view_kept_its_label_the_distillation_parts_open_by_saying_so():
+    import pandas as pd
+    from study.distillation.report import labels_twice
+
+    views = pd.DataFrame({"model": ["deit", "deit"], "fraction": [0.01, 0.02], "views": [1000, 2000],
+                          "disagreement_mean": [0.0, 0.0]})
+    [sentence] = labels_twice(views, hard=True)
+    assert sentence.startswith("This study's distillation trains deit on the labels twice") and "3,000" in sentence
+    assert labels_twice(views.assign(disagreement_mean=[0.0, 0.01]), hard=True) == []  # the teacher disagreed once
+    assert labels_twice(views, hard=False) == [] and labels_twice(None, hard=True) == []
