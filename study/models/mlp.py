@@ -71,16 +71,21 @@ class PixelMLP(nn.Module):
         return self.forward_head(self.forward_features(x))
 
     def representations(self, x: Tensor) -> dict[str, Tensor]:
-        """Ordered activations ``hidden.{i}`` ``(B, h_i)``, after each GELU, input side first (as the ResNets',
-        without the input or the logits). Logistic regression (``hidden=[]``) has none: a one-line StudyError.
-        Call under ``torch.no_grad()`` unless gradients are wanted."""
+        """Ordered activations, input side first: ``embed``, the first linear map of the pixels before its GELU
+        (the MLP's input embedding, as the patch embedding is the ViT's: the analyses leave it out of means over
+        depth), then ``hidden.{i}`` ``(B, h_i)`` after each GELU; no logits. So a one-hidden-layer MLP has a depth
+        axis of two layers, as the CKA analysis needs. Logistic regression (``hidden=[]``) has none: a one-line
+        StudyError. Call under ``torch.no_grad()`` unless gradients are wanted."""
         if not self.hidden:
             raise StudyError("an MLP without hidden layers (logistic regression) has no intermediate representations")
         out: dict[str, Tensor] = {}
         x = self.features[0](x)  # (B, C, H, W) -> (B, C·H·W)
         for index in range(len(self.hidden)):
             linear, act = self.features[1 + 2 * index], self.features[2 + 2 * index]
-            x = act(linear(x))  # (B, h_index)
+            x = linear(x)  # (B, h_index)
+            if index == 0:
+                out["embed"] = x
+            x = act(x)
             out[f"hidden.{index}"] = x
         return out
 

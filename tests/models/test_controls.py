@@ -217,7 +217,7 @@ def test_a_few_sgd_steps_lower_the_loss(name):
 @pytest.mark.parametrize("name, keys", [
     ("convmixer", ["intermediates.0", "intermediates.1"]),
     ("swin", ["intermediates.0", "intermediates.1"]),
-    ("mlp", ["hidden.0", "hidden.1"]),
+    ("mlp", ["embed", "hidden.0", "hidden.1"]),
 ])
 def test_controls_are_not_transformers_and_expose_representations(name, keys):
     model = build_model(name, 10, 28, 1, **SMALL[name]).eval()
@@ -283,3 +283,15 @@ def test_mlp_sized_for_the_study_has_the_vits_parameters():
     mlp = build_model("mlp", classes, side, channels, **MLP_SIZES)
     assert abs(count_parameters(mlp) / vit_params - 1) <= 0.1
     assert forward_flops(mlp, side, channels) == 2 * (count_parameters(mlp) - sum(MLP_SIZES["hidden"]) - classes)
+
+
+def test_a_one_hidden_layer_mlp_has_a_depth_axis_for_cka():
+    """Its input embedding (the first linear map, before its GELU) and its hidden layer: two layers, so the CKA
+    analysis's relative depth is defined; the embedding equals the first Linear applied to the flattened pixels."""
+    model = build_model("mlp", 10, 28, 1, hidden=[176]).eval()
+    x = random_images(1, 28, batch=3)
+    with torch.no_grad():
+        layers = representations(model, x)
+        assert list(layers) == ["embed", "hidden.0"]
+        torch.testing.assert_close(layers["embed"], model.features[1](x.flatten(1)))
+        torch.testing.assert_close(layers["hidden.0"], torch.nn.functional.gelu(layers["embed"]))

@@ -27,6 +27,7 @@ CHECKS = {
     "02_data_efficiency": "power-law curves reproduce the RMSE in reports/tables/curves/power_law.csv",
     "03_representations": "live CKA matches reports/figures/cka",
     "04_attention": "mean attention distance matches reports/figures/attention/attention_distance.csv",
+    "05_controls": "recomputed pooled contrasts match reports/tables/controls",
 }
 MIN_FIGURES = 3
 KERNEL_PROBE = "import sys, study\nprint('KERNEL', sys.prefix, study.__file__)"
