@@ -31,7 +31,7 @@ def controls_figure(pooled: pd.DataFrame, pairs: list[GridPair]) -> Figure:
     comparisons = list(dict.fromkeys(pooled["comparison"]))
     panels = [("clean", CLEAN, ())] + [(p.label, p.on_grid, p.off_grid) for p in pairs]
     y = np.arange(len(comparisons))[::-1]
-    height = 0.9 + 0.22 * len(comparisons)
+    height = 1.4 + 0.22 * len(comparisons)  # the legends sit below the panels
     with paper_style(grid=True):
         fig = Figure(figsize=(DOUBLE_COLUMN_IN, height), layout="constrained")
         axes = np.atleast_1d(fig.subplots(1, len(panels), sharey=True))
@@ -50,6 +50,8 @@ def controls_figure(pooled: pd.DataFrame, pairs: list[GridPair]) -> Figure:
             ax.axvline(0, color="0.3", linewidth=0.8)
             ax.set_title(title)
             ax.set_xlabel("contrast (points)")
-            ax.legend(loc="lower left", frameon=False, fontsize=5.5, handletextpad=0.2)
+            # below the panel, out of the data's way: each panel's conditions are its own
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), frameon=False, fontsize=5.5,
+                      handletextpad=0.2)
         axes[0].set_yticks(y, comparisons)
     return fig

@@ -91,7 +91,8 @@ def uniform_rows(pooled: pd.DataFrame) -> list[dict]:
         rows.append({"claim": f"{model}'s attention is worth accuracy (uniform attention at test time costs it)",
                      "evidence": evidence + f"; {_span(at)}",
                      "control": "the same weights, only the attention rows replaced",
-                     "verdict": _verdict(c["verdict"], c["mean_adj_low"], c["mean_adj_high"], "uniform", model)})
+                     "verdict": _verdict(c["verdict"], c["mean_adj_low"], c["mean_adj_high"], "uniform attention",
+                                         f"{model}'s own attention")})
     return rows
 
 

@@ -82,7 +82,7 @@ def test_grid_table_sets_each_on_grid_probe_beside_its_controls(pooled):
 def test_uniform_attention_rows_and_sentences(pooled):
     table, pairs, _, pooled_table = pooled
     rows = uniform_rows(pooled_table)
-    assert rows and rows[0]["verdict"] == "supported: vit ahead"
+    assert rows and rows[0]["verdict"] == "supported: vit's own attention ahead"
     fractions = C.fraction_contrasts(table, pairs, 0.95)
     sentences = uniform_sentences(fractions)
     assert len(sentences) == 2 and "clean: 285 images -" in sentences[0] and "shuffle: 285 images -" in sentences[1]

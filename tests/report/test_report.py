@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 STUDIES = {"default": ROOT / "reports", "quick": ROOT / "reports" / "quick", "priors": ROOT / "reports" / "priors",
            "distillation": ROOT / "reports" / "distillation",
            "distillation_soft": ROOT / "reports" / "distillation_soft",
-           "small_data": ROOT / "reports" / "small_data", "priors_10pct": ROOT / "reports" / "priors_10pct"}
+           "small_data": ROOT / "reports" / "small_data", "priors_10pct": ROOT / "reports" / "priors_10pct",
+           "controls": ROOT / "reports" / "controls"}
 SETUP_TABLES = ("models", "budgets", "compute", "deit_heads")  # committed with each report; must re-render exactly
 
 
