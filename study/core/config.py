@@ -379,11 +379,13 @@ def _check_cross_references(p: Params, source: str) -> None:
     if p.analysis.cka.batch_size > p.analysis.cka.images:
         fail("analysis.cka.batch_size must not exceed analysis.cka.images")
     _check_budget_check(p, source)
+    # A pair names models defined under `models` (a typo fails here); one whose models the study does not train
+    # (a preset that drops the student) is skipped by the stage, so presets need not repeat the list.
     for i, pair in enumerate(p.analysis.controls.pairs):
         for name in pair:
-            if name not in p.trained_models:
-                fail(f"analysis.controls.pairs[{i}] names '{name}', not a trained model of the study "
-                     f"({list(p.trained_models)}); add it to baselines or drop the pair from analysis.controls.pairs")
+            if name not in p.models:
+                fail(f"analysis.controls.pairs[{i}] names '{name}', not a model of the study ({sorted(p.models)}); "
+                     "define it under models or drop the pair from analysis.controls.pairs")
         if pair[0] == pair[1]:
             fail(f"analysis.controls.pairs[{i}] compares '{pair[0]}' with itself; name two different models")
     if p.distill is not None:

@@ -96,7 +96,7 @@ def test_preset_models_build_and_student_matches_vit(name):
         ("data.val_fraction", 1.0, "data.val_fraction = 1.0"),
         ("data", ..., "missing key 'data'"),
         ("analysis.seed", 7, "analysis.seed = 7"),
-        ("analysis.controls.pairs", [["swin", "vit"]], "analysis.controls.pairs[0] names 'swin', not a trained model"),
+        ("analysis.controls.pairs", [["swin", "vit"]], "analysis.controls.pairs[0] names 'swin', not a model"),
         ("analysis.controls.pairs", [["vit", "vit"]], "compares 'vit' with itself"),
         ("analysis.controls.pairs", [["vit"]], "analysis.controls.pairs"),
     ],
