@@ -81,8 +81,9 @@ def test_second_repro_runs_nothing_and_one_lr_change_reruns_only_that_model(smok
                    if line and not line.startswith((" ", "\t"))}
     finally:
         params_path.write_text(original)
-    # The vit runs, its longer runs of the budget check, and the report, whose setup section prints every recipe.
-    expected = ({f"train@vit-{f}-{s}" for f in raw["fractions"] for s in raw["seeds"]} | {"report"}
+    # The vit runs, its longer runs of the budget check, the report, whose setup section prints every recipe, and the
+    # controls, which read the ViT's patch grid from the models' parameters.
+    expected = ({f"train@vit-{f}-{s}" for f in raw["fractions"] for s in raw["seeds"]} | {"report", "controls"}
                 | {f"train_2x@vit-{f}-{s}" for f in raw["budget_check"]["fractions"] for s in raw["seeds"]})
     assert changed == expected
 
