@@ -444,7 +444,7 @@ def test_a_failed_stage_skips_only_its_dependants_and_the_others_are_recorded(sm
     assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stderr.splitlines() == [
         "train@resnet-0.5-1: error: injected failure of train@resnet-0.5-1",
-        "error: 1 stage(s) failed, 9 skipped downstream of them, 1 done and recorded in dvc.lock; fix the "
+        "error: 1 stage(s) failed, 10 skipped downstream of them, 1 done and recorded in dvc.lock; fix the "
         "failure(s) and rerun `study run` (logs: .dvc/tmp/study-run/)",
     ]
     assert "train@resnet-0.5-1: FAILED; skipping 10 stage(s) downstream" in result.stdout
