@@ -106,10 +106,16 @@ def test_every_preset_probes_the_vits_patch_grid():
         assert occlusion_grid(params) == side // patch and side // patch in rearrangement_grids(params), name
         assert len(rearrangement_grids(params)) >= 3 and max(r.translation.shifts) >= 4 and len(r.corruptions.severities) >= 3
         # At least 1,000 probe images (the CPU studies' number, for time): the binomial standard error of a top-1
-        # near 70% is then 1.4 points, below the spread over seeds that the intervals carry. The priors presets
-        # probe 500 (8 arms in its time; 2.0 points), as configs/priors.yaml's header says.
-        least = 500 if name.startswith("priors") else 1000
-        assert r.images >= least and r.occlusion.offset and max(r.occlusion.shares) >= 0.9, name
+        # near 70% is then 1.4 points, below the spread over seeds that the intervals carry. The priors and controls
+        # presets probe 500 (8 and 9 arms in their hour; 2.0 points), as their headers say.
+        least = 500 if name.startswith(("priors", "controls")) else 1000
+        assert r.images >= least and r.occlusion.offset, name
+        # Occlusion up to 90% draws the whole curve; the controls preset scores only the shares its report reads:
+        # Naseer et al.'s 50% and the contrasts' 75%, each on the grid and off it.
+        if name.startswith("controls"):
+            assert {0.5, 0.75} <= set(r.occlusion.shares), name
+        else:
+            assert max(r.occlusion.shares) >= 0.9, name
 
 
 def test_without_a_robustness_section_the_grid_is_the_vits_patch_grid():
