@@ -28,7 +28,7 @@ from study import budget_check
 from study.budget_check.check import rejudged
 from study.outputs.tables import markdown_table
 from study.report.format import images, interval, no_inference, percent, plural, points
-from study.report.section import Part, Sources
+from study.report.section import Part, Rows, Sources
 from study.stats.intervals import MIN_SEEDS
 
 
@@ -134,5 +134,25 @@ _COLUMNS = ("model", "fraction", "train_images", "seeds", "steps_1x", "steps_2x"
             "delta_mean", "adj_ci_low", "adj_ci_high", "verdict", "seeds_to_converge", "still_improving_1x",
             "still_improving_2x")
 _NEEDS = ((budget_check.FOLDER, budget_check.CELLS),)
+def _rows(sources: Sources) -> list[dict]:
+    """The findings table's rows: per checked fraction, whether twice the budget would raise any model by the
+    tolerance (the budget check's own one-sided rule, declared in ``budget_check``)."""
+    cells = rejudged(_cells(sources))
+    rows = []
+    for _, at in cells.groupby("fraction", sort=True):
+        tolerance = 100 * float(at["tolerance"].iloc[0])
+        evidence = "; ".join(f"{r.model} {100 * r.delta_mean:+.1f} ({100 * r.adj_ci_low:+.1f} to "
+                             f"{100 * r.adj_ci_high:+.1f})" for r in at.itertuples())
+        judged = {verdict: sorted(g["model"]) for verdict, g in at.groupby("verdict")}
+        verdict = "; ".join(f"{verdict}: {', '.join(models)}" for verdict, models in judged.items())
+        rows.append({"claim": f"More budget would not raise a model by {tolerance:g} point at "
+                              f"{int(at['train_images'].iloc[0]):,} images (not budget-bound)",
+                     "evidence": f"Δ top-1 at {at['factor'].iloc[0]:g}× the steps, {int(at['seeds'].min())} seeds: "
+                                 + evidence,
+                     "control": "the same runs trained longer (paired by seed)", "verdict": verdict})
+    return rows
+
+
 FINDINGS = Part(lambda sources: budget_check_sentences(_cells(sources)), needs=_NEEDS)
+ROWS = Rows(_rows, needs=_NEEDS)
 SECTION = Part(_section, needs=_NEEDS)

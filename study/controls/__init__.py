@@ -5,8 +5,9 @@ Each arm of ``analysis.controls.pairs`` changes one thing of the model it is com
 the ViT's patch tokens with convolutions instead of attention; a ViT without position embedding; the ResNet with
 the ViT's optimiser), and every ViT is also scored with uniform attention (``<model>@uniform``, stage
 ``robustness``). The stage reads the robustness stage's per-run table, so every arm is judged on the same images
-and probes, and writes one row per comparison and condition: the contrast averaged over the fractions by one
-model paired by seed, its slope with data, and the verdict against the smallest effect of interest.
+and probes, and writes one row per comparison and condition: the contrast averaged over the fractions with the
+seed as the unit, and its slope with data. Exploratory: intervals only; verdicts belong to the plan's claims
+(stage ``plan``).
 
 The names the stage writes and the report reads, defined here once.
 """
@@ -16,5 +17,6 @@ POOLED = "control_contrasts"  # one model over fractions per comparison and cond
 FRACTIONS = "control_fractions"  # the same contrasts per fraction, Holm-adjusted across fractions
 GRID = "grid_controls"  # each on-grid probe beside its off-grid control, per comparison
 POWER = "power"  # seeds: what the runs can detect, and what the smallest effect of interest would need
+RETENTION = "retention"  # retained accuracy under the patch-grid shuffle and its offset control, per fraction
 FIGURE = "controls"
 UNIFORM_SUFFIX = "@uniform"  # the robustness stage's name for a ViT scored with uniform attention

@@ -1,6 +1,8 @@
-"""The controls' statistics: each comparison's paired differences, their mean over the fractions by one model
-(:func:`study.stats.trend.trend_table`), the same per fraction, each on-grid probe beside its off-grid control, and
-what the seeds can detect.
+"""The controls' statistics, all exploratory (intervals, no verdicts; the plan's claims are judged by stage
+``plan``): each comparison's paired differences, their mean over the fractions with the seed as the unit
+(:func:`study.stats.trend.trend_table`), the same per fraction, each on-grid probe beside its off-grid control with
+their interaction, the retained accuracy of each pair under the patch-grid shuffle per fraction, and what the
+seeds can detect.
 
 Input: the robustness stage's per-run table (one row per run and condition, ``top1`` a share; the ViTs scored with
 uniform attention under ``<model>@uniform``). Every difference is ``a − b`` of test top-1 in the same seed (the
@@ -19,8 +21,8 @@ import pandas as pd
 from study.controls import UNIFORM_SUFFIX
 from study.controls.conditions import CLEAN, GridPair, condition_label
 from study.robustness.contrasts import contrasts
-from study.stats.power import pooled_power, pooled_sd, pooled_seeds_for_power
-from study.stats.trend import effect_verdict, trend_table
+from study.stats.power import paired_power, seeds_for_power
+from study.stats.trend import trend_fit, trend_table
 
 KEYS = ["probe", "variant", "level"]
 
@@ -39,6 +41,7 @@ def paired_differences(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.
     with the training images and whether either run was step-bound or still improving."""
     index = [*KEYS, "fraction", "seed"]
     wide = table.pivot_table(index=index, columns="model", values="top1")
+    counts = table.pivot_table(index=index, columns="model", values="images", aggfunc="min")
     images = table.groupby("fraction")["train_images"].median()
     flagged = table.assign(flag=table["under_trained"].astype(bool) | table["step_bound"].astype(bool))
     flags = flagged.pivot_table(index=index, columns="model", values="flag", aggfunc="max")
@@ -50,40 +53,42 @@ def paired_differences(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.
         frame = diff.rename("diff").reset_index()
         frame["flagged"] = (flags[a].loc[diff.index].astype(bool) | flags[b].loc[diff.index].astype(bool)).to_numpy()
         frames.append(frame.assign(comparison=f"{a} - {b}", arm=a, against=b,
-                                   train_images=frame["fraction"].map(images).astype(int)))
-    columns = ["comparison", "arm", "against", *KEYS, "fraction", "train_images", "seed", "diff", "flagged"]
+                                   train_images=frame["fraction"].map(images).astype(int),
+                                   images=counts[a].loc[diff.index].astype(int).to_numpy()))
+    columns = ["comparison", "arm", "against", *KEYS, "fraction", "train_images", "seed", "diff", "flagged", "images"]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
-def pooled_contrasts(diffs: pd.DataFrame, confidence: float, smallest_effect: float) -> pd.DataFrame:
+def pooled_contrasts(diffs: pd.DataFrame, confidence: float) -> pd.DataFrame:
     """Per condition, one row per comparison: the mean contrast over the fractions and its slope per decade of
-    training images (:func:`study.stats.trend.trend_table`; Holm families: the condition's configured pairs, and
-    its uniform-attention pairs), in
-    points, with the verdict against ``smallest_effect`` (a share) and the bound the data support."""
+    training images, one value per seed (:func:`study.stats.trend.trend_table`; Holm families: the condition's
+    configured pairs, and its uniform-attention pairs), in points. Exploratory: intervals, no verdict."""
     rows = []
     family = diffs["arm"].str.endswith(UNIFORM_SUFFIX).map({True: "uniform attention", False: "controls"})
     for (*key, name), at in diffs.assign(family=family).groupby([*KEYS, "family"], sort=True):
         frames = {c: g[["train_images", "seed", "diff"]] for c, g in at.groupby("comparison", sort=False)}
         fitted = trend_table(frames, confidence, size="train_images")
         flagged = at.groupby("comparison")["flagged"].sum()
+        images = at.groupby("comparison")["images"].min()
         for row in fitted.itertuples():
-            verdict = effect_verdict(row.mean_adj_low, row.mean_adj_high, smallest_effect)
             rows.append({"comparison": row.comparison, "family": name, **dict(zip(KEYS, key)),
-                         "condition": condition_label(*key),
+                         "condition": condition_label(*key), "images": int(images[row.comparison]),
                          **{c: getattr(row, c) for c in fitted.columns if c != "comparison"},
-                         "verdict": verdict.label, "bound": verdict.bound,
                          "flagged_pairs": int(flagged[row.comparison])})
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    points = [c for c in table.columns if c.startswith(("mean", "slope")) and not c.endswith(("confidence", "df"))]
-    table[points + ["bound"]] = table[points + ["bound"]] * 100  # shares -> points of top-1
+    points = [c for c in table.columns if c.startswith(("mean", "slope", "seed_sd"))
+              and not c.endswith(("confidence", "df"))]
+    table[points] = table[points] * 100  # shares -> points of top-1
     return table
 
 
-def grid_table(pooled: pd.DataFrame, pairs: list[GridPair]) -> pd.DataFrame:
-    """Each comparison's contrast on the grid beside each off-grid control (points, adjusted intervals, verdicts):
-    a win that holds only on the grid belongs to the tokenisation."""
+def grid_table(pooled: pd.DataFrame, diffs: pd.DataFrame, pairs: list[GridPair], confidence: float) -> pd.DataFrame:
+    """Each comparison's contrast on the ViT's patch grid beside each off-grid control (points, Holm-adjusted
+    intervals from the pooled table) and their interaction: per fraction and seed, the contrast on the grid minus
+    the one off it, pooled over the fractions one value per seed, with its raw ``confidence`` interval.
+    Exploratory: whether a difference is "on the grid only" is a claim of the plan (stage ``plan``)."""
     rows = []
     for pair in pairs:
         for comparison, at in pooled.groupby("comparison", sort=False):
@@ -92,11 +97,32 @@ def grid_table(pooled: pd.DataFrame, pairs: list[GridPair]) -> pd.DataFrame:
                 off = _row(at, control)
                 if on is None or off is None:
                     continue
+                both = _interaction(diffs[diffs["comparison"] == comparison], pair.on_grid, control)
+                fit = trend_fit(both, size="train_images")
+                low, high = (100 * b for b in _bounds(fit, confidence))
                 rows.append({"comparison": comparison, "probe": pair.label,
                              "on_grid": condition_label(*pair.on_grid), "off_grid": condition_label(*control),
-                             **{f"on_{k}": on[k] for k in ("mean", "mean_adj_low", "mean_adj_high", "verdict")},
-                             **{f"off_{k}": off[k] for k in ("mean", "mean_adj_low", "mean_adj_high", "verdict")}})
+                             **{f"on_{k}": on[k] for k in ("mean", "mean_adj_low", "mean_adj_high")},
+                             **{f"off_{k}": off[k] for k in ("mean", "mean_adj_low", "mean_adj_high")},
+                             "interaction": 100 * fit.mean, "interaction_ci_low": low, "interaction_ci_high": high,
+                             "seeds": fit.seeds})
     return pd.DataFrame(rows)
+
+
+def _bounds(fit, confidence: float) -> tuple[float, float]:
+    from study.stats.intervals import t_bounds
+
+    return t_bounds(fit.mean, fit.mean_se, fit.mean_df, 1 - confidence)
+
+
+def _interaction(diffs: pd.DataFrame, on: tuple[str, str, float], off: tuple[str, str, float]) -> pd.DataFrame:
+    """Per fraction and seed, the contrast under ``on`` minus the one under ``off`` (shares)."""
+    def at(condition):
+        probe, variant, level = condition
+        return diffs[(diffs["probe"] == probe) & (diffs["variant"] == variant) & (diffs["level"] == level)]
+
+    both = at(on).merge(at(off), on=["fraction", "seed"], suffixes=("", "_off"))
+    return both.assign(diff=both["diff"] - both["diff_off"])[["train_images", "seed", "diff"]]
 
 
 def _row(at: pd.DataFrame, condition: tuple[str, str, float]) -> pd.Series | None:
@@ -107,26 +133,38 @@ def _row(at: pd.DataFrame, condition: tuple[str, str, float]) -> pd.Series | Non
 
 def power_table(diffs: pd.DataFrame, conditions: list[tuple[str, str, float]], smallest_effect: float,
                 power: float, alpha: float, family: int) -> pd.DataFrame:
-    """What the seeds can detect, per comparison at the given conditions: the pooled within-fraction SD of the paired
-    differences (points), the seeds and fractions run, the power of the pooled model's test of the mean contrast
-    to detect ``smallest_effect`` at ``alpha`` over a Holm family of ``family`` (its strictest level, α/family), and
-    the seeds that power would need. The observations are taken as independent (``between_share`` 0, the OLS fit):
-    the seeds' shared part, where it exists, makes the real power lower."""
+    """What the seeds can detect, per comparison at the given conditions: the SD of the seeds' mean contrasts over
+    the fractions (points; the seed is the unit, so this SD holds the seed's shared part of the variance), the
+    seeds and fractions run, the power of the t-test on the seeds' means to detect ``smallest_effect`` at ``alpha``
+    over a Holm family of ``family`` (its strictest level, α/family), and the seeds that ``power`` would need."""
     rows = []
     for condition in [CLEAN, *conditions]:
         at = diffs[(diffs["probe"] == condition[0]) & (diffs["variant"] == condition[1])
                    & (diffs["level"] == condition[2])]
         for comparison, g in at.groupby("comparison", sort=False):
-            sd, _ = pooled_sd(g, value="diff", by="fraction")
-            seeds, fractions = g["seed"].nunique(), g["fraction"].nunique()
+            fit = trend_fit(g, size="train_images")
+            sd = fit.seed_sd
             ok = math.isfinite(sd) and sd > 0
             rows.append({"comparison": comparison, "condition": condition_label(*condition),
-                         "sd_points": 100 * sd, "seeds": seeds, "fractions": fractions,
+                         "seed_sd_points": 100 * sd, "seed_variance_share": fit.seed_variance_share,
+                         "seeds": fit.seeds, "fractions": fit.fractions,
                          "effect_points": 100 * smallest_effect, "alpha": alpha, "family": family,
-                         "power": pooled_power(seeds, fractions, smallest_effect, sd, alpha, family) if ok else math.nan,
-                         "seeds_needed": (pooled_seeds_for_power(fractions, smallest_effect, sd, power, alpha, family)
-                                          if ok else None)})
+                         "power": paired_power(fit.seeds, smallest_effect, sd, alpha, family) if ok else math.nan,
+                         "seeds_needed": seeds_for_power(smallest_effect, sd, power, alpha, family) if ok else None})
     return pd.DataFrame(rows)
+
+
+def retention_table(table: pd.DataFrame, pairs: list[tuple[str, str]], conditions: list[tuple[str, str, float]],
+                    confidence: float) -> pd.DataFrame:
+    """Per fraction, each pair's difference in retained accuracy (top-1 under the probe / its own clean top-1) under
+    ``conditions`` (the patch-grid shuffle and its offset control), paired by seed, Holm-adjusted across the
+    fractions (:func:`study.robustness.contrasts.contrasts`): does a model without position embedding keep more of
+    its accuracy when its patches are shuffled, and does the gap grow as the ViT learns to use position?"""
+    retained = contrasts(table, pairs, "retained", confidence)
+    keep = pd.Series(False, index=retained.index)
+    for probe, variant, level in conditions:
+        keep |= (retained["probe"] == probe) & (retained["variant"] == variant) & (retained["level"] == level)
+    return retained[keep].reset_index(drop=True)
 
 
 def fraction_contrasts(table: pd.DataFrame, pairs: list[tuple[str, str]], confidence: float) -> pd.DataFrame:

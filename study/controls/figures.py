@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from study.controls.conditions import CLEAN, GridPair, condition_label
 from study.outputs.figure_style import DOUBLE_COLUMN_IN, paper_style, require_columns
 
-_POOLED = {"comparison", "probe", "variant", "level", "mean", "mean_adj_low", "mean_adj_high", "verdict"}
+_POOLED = {"comparison", "probe", "variant", "level", "mean", "mean_adj_low", "mean_adj_high"}
 _ON, _OFF = "#D55E00", "#0072B2"  # vermillion on the grid, blue off it (Okabe & Ito's colour-blind-safe pair)
 
 
@@ -26,7 +26,7 @@ def controls_figure(pooled: pd.DataFrame, pairs: list[GridPair]) -> Figure:
     the adjusted interval excludes zero.
 
     Columns of ``pooled``: ``comparison``, ``probe``, ``variant``, ``level``, ``mean``, ``mean_adj_low``,
-    ``mean_adj_high``, ``verdict`` (:func:`study.controls.contrasts.pooled_contrasts`)."""
+    ``mean_adj_high`` (:func:`study.controls.contrasts.pooled_contrasts`)."""
     require_columns(pooled, _POOLED, "controls_figure")
     comparisons = list(dict.fromkeys(pooled["comparison"]))
     panels = [("clean", CLEAN, ())] + [(p.label, p.on_grid, p.off_grid) for p in pairs]

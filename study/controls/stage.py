@@ -1,6 +1,8 @@
 """Stage ``controls``: each control arm against the model it changes one thing of, and each ViT against itself
-with uniform attention, on the clean images and under every robustness probe, averaged over the fractions by one
-model paired by seed; each on-grid probe beside its off-grid control; what the seeds can detect.
+with uniform attention, on the clean images and under every robustness probe, averaged over the fractions with
+the seed as the unit; each on-grid probe beside its off-grid control and their interaction; retained accuracy
+under the patch-grid shuffle; what the seeds can detect. Exploratory throughout: the plan's claims are stage
+``plan``'s.
 
 Reads the robustness stage's per-run table (``--robustness``), so every arm is scored on the same images and
 probes; writes the tables of :mod:`study.controls` and the figure of the contrasts on and off the ViT's grid.
@@ -46,38 +48,48 @@ def run(params: Params, robustness_tables: Path, figures: Path, tables: Path) ->
     if not source.is_file():
         raise StudyError(f"{source}: no robustness per-run table; run the robustness stage first (dvc repro robustness)")
     table = pd.read_csv(source)
-    conf, effects = params.analysis.curves.confidence, params.analysis.effects
+    conf = params.analysis.curves.confidence
     configured_pairs = C.comparison_pairs(table["model"].unique(), params.analysis.controls.pairs)
     diffs = C.paired_differences(table, configured_pairs)
-    pooled = C.pooled_contrasts(diffs, conf, effects.control)
+    pooled = C.pooled_contrasts(diffs, conf)
     grid = occlusion_grid(params)
     patch = INPUT_SHAPES[params.data.dataset][0] // grid
     pairs = grid_pairs(table, grid, patch, OCCLUSION_SHARE)
-    on_off = C.grid_table(pooled, pairs) if not pooled.empty else pd.DataFrame()
+    on_off = C.grid_table(pooled, diffs, pairs, conf) if not pooled.empty else pd.DataFrame()
     headline = [c for pair in pairs for c in (pair.on_grid, *pair.off_grid)]
     family = max(1, len(params.analysis.controls.pairs))
-    power = C.power_table(diffs, headline, effects.control, effects.power, effects.alpha, family)
+    plan = params.analysis.plan
+    effect, power_target, alpha = ((plan.effects.robustness, plan.power, plan.alpha) if plan is not None
+                                   else (0.05, 0.8, 1 - conf))
+    power = C.power_table(diffs, headline, effect, power_target, alpha, family)
     per_fraction = C.fraction_contrasts(table, configured_pairs, conf)
+    shuffles = [c for pair in pairs[:1] for c in (pair.on_grid, *pair.off_grid[:1])]  # the patch-grid shuffle first
+    retention = C.retention_table(table, configured_pairs, shuffles, conf)
     pct = f"{conf:.0%}"
+    images = f"{int(table['images'].min()):,} test images per run"
     with atomic_dir(tables) as tmp:
         write_table(pooled, tmp / controls.POOLED,
-                    "Each comparison under each condition, one model over the fractions paired by seed (diff ~ 1 + "
-                    "centred log10 images, random intercept per seed, or OLS where noted): the mean contrast at the "
-                    f"design's centre and its slope per decade, in points of top-1, {pct} intervals raw and "
+                    "Each comparison under each condition, pooled over the fractions with the seed as the unit "
+                    "(each seed's mean contrast over the fractions, and each seed's slope per decade of training "
+                    f"images; df = seeds - 1), in points of top-1 on {images}: {pct} intervals raw and "
                     "Holm-adjusted across the condition's comparisons (the configured pairs one family, the "
-                    "uniform-attention pairs another); verdict against the smallest effect of interest "
-                    f"({100 * effects.control:g} points) and the effects the interval excludes (bound).")
+                    "uniform-attention pairs another). Exploratory: intervals, no verdicts.")
         write_table(per_fraction, tmp / controls.FRACTIONS,
                     f"The same contrasts per fraction, paired by seed, {pct} intervals Holm-adjusted across the "
                     "fractions of one comparison and condition.")
         write_table(on_off, tmp / controls.GRID,
                     "Each comparison on the ViT's patch grid beside the same probe off it (pooled contrasts, "
-                    "points, Holm-adjusted intervals, verdicts).")
+                    f"points, Holm-adjusted intervals) and their interaction (on - off per fraction and seed, pooled "
+                    f"one value per seed, raw {pct} interval). Exploratory.")
         write_table(power, tmp / controls.POWER,
-                    f"What the seeds can detect: pooled within-fraction SD of the paired differences (points), the "
-                    f"power of the pooled test to detect {100 * effects.control:g} points at alpha "
-                    f"{effects.alpha:g} over a Holm family of {family} (its strictest level), and the seeds that "
-                    f"{effects.power:.0%} power would need (observations taken as independent).")
+                    "What the seeds can detect: the SD of the seeds' mean contrasts over the fractions (points), the "
+                    f"power of the t-test on the seeds' means to detect {100 * effect:g} points at alpha {alpha:g} "
+                    f"over a Holm family of {family} (its strictest level), and the seeds that {power_target:.0%} "
+                    "power would need.")
+        write_table(retention, tmp / controls.RETENTION,
+                    "Retained accuracy (top-1 under the probe / the run's clean top-1) of each pair under the "
+                    f"patch-grid shuffle and its offset control, per fraction, paired by seed, {pct} intervals "
+                    "Holm-adjusted across the fractions. Exploratory.")
     with atomic_dir(figures) as tmp:
         if not on_off.empty:
             save_figure(controls_figure(pooled, pairs), tmp / controls.FIGURE, on_off)

@@ -196,6 +196,9 @@ class RearrangementParams:
     # Cells per side; none given = every grid of cells at least 2 px wide that divides the image, and the ViT's
     # patch grid (28 px: 2, 4, 7, 14), so a params file that names no grid is valid for any dataset.
     grids: tuple[StrictInt, ...] | None = None
+    # Grids also shuffled with the grid moved by half a cell (cyclically), so that its cells straddle the ViT's
+    # tokens: the same number of cells of the same size permuted, off the patch grid (variant "offset").
+    offset_grids: tuple[StrictInt, ...] = ()
 
 
 @dataclass(frozen=True, config=_FROZEN)
@@ -229,20 +232,65 @@ class RobustnessParams:
     uniform_attention: StrictBool = True
 
 
-@dataclass(frozen=True, config=_FROZEN)
-class EffectsParams:
-    """The smallest effects of interest, fixed before the runs (shares of top-1 unless said): what a design is
-    powered to detect (study.stats.power) and the margin a "no effect" must lie within (study.stats.trend).
-    params.yaml gives each one's reason."""
+# The probes a planned condition may name, as the robustness stage's tables name them (study.robustness.scoring).
+PROBE_NAMES = ("clean", "occlusion", "rearrangement", "translation", "corruption")
+# A model name with this suffix is the trained model scored with uniform attention (study.robustness.UNIFORM).
+UNIFORM_SUFFIX = "@uniform"
 
-    clean: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # clean top-1, ViT vs CNN
-    robustness: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # a robustness contrast under a probe
-    prior_share: StrictFloat = Field(default=0.5, gt=0.0, lt=1.0)  # share of the ViT–ResNet gap a prior closes
-    distillation: StrictFloat = Field(default=0.02, gt=0.0, lt=1.0)  # the distilled student vs the ViT
-    control: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # a control arm vs the ViT under a probe
-    budget: StrictFloat = Field(default=0.01, gt=0.0, lt=1.0)  # top-1 gained by a longer budget
-    power: StrictFloat = Field(default=0.8, gt=0.0, lt=1.0)  # the power each is planned for
-    alpha: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # two-sided level, before Holm's correction
+
+@dataclass(frozen=True, config=_FROZEN)
+class ClaimParams:
+    """One primary claim of the analysis plan: ``arm − against`` in test top-1 under ``condition``, paired by seed
+    and averaged over the fractions, in ``direction`` (+1: the arm ahead, −1: behind, 0: any difference).
+
+    With a ``control`` (a condition whose damage matches ``condition``'s in amount, e.g. the same shuffle off the
+    ViT's patch grid) the claim is also tested as an interaction: per seed, the contrast under ``condition`` minus
+    the contrast under ``control``. "Only under ``condition``" needs that interaction to exclude 0 and the contrast
+    under ``control`` to lie inside the smallest effect of interest (study.stats.verdicts)."""
+
+    name: StrictStr  # a short identifier, as the tables name the claim
+    claim: StrictStr  # the claim in words, as the findings table prints it
+    arm: StrictStr
+    against: StrictStr
+    condition: tuple[StrictStr, StrictStr, float]  # (probe, variant, level), as the robustness tables key them
+    direction: Literal[-1, 0, 1] = 0
+    control: tuple[StrictStr, StrictStr, float] | None = None
+    control_means: StrictStr = ""  # what the control varies, in words ("off the ViT's patch grid")
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class PlanEffects:
+    """The smallest effects of interest (shares of top-1): what the plan is powered to detect, and the margin a
+    "no effect" must lie within."""
+
+    clean: StrictFloat = Field(default=0.02, gt=0.0, lt=1.0)  # a contrast on the clean test images
+    robustness: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # a contrast, or an interaction, under a probe
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class PlanParams:
+    """The analysis plan (stage ``plan``): the primary claims, judged together as one Holm family; every other
+    interval the study reports is exploratory (no verdict). params.yaml says why each value was chosen."""
+
+    # Whether the plan was written before the runs it judges ("before_runs") or after some of them ("after_runs");
+    # `history` says when, and what had been seen. The report prints both.
+    declared: Literal["before_runs", "after_runs"]
+    history: StrictStr
+    seeds: StrictInt = Field(ge=3)  # the seeds the verdicts rest on (at least; a study may run more)
+    images: StrictInt = Field(default=10000, ge=1)  # test images each planned condition is scored on (all, if fewer)
+    effects: PlanEffects = PlanEffects()
+    alpha: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # two-sided level of the family, before Holm
+    power: StrictFloat = Field(default=0.8, gt=0.0, lt=1.0)  # the power the seeds needed are computed for
+    claims: tuple[ClaimParams, ...] = ()
+
+    def conditions(self) -> tuple[tuple[str, str, float], ...]:
+        """Every condition a claim names (its own and its control), each once, in the plan's order."""
+        keys = [key for c in self.claims for key in (c.condition, c.control) if key is not None]
+        return tuple(dict.fromkeys((probe, variant, float(level)) for probe, variant, level in keys))
+
+    def models(self) -> tuple[str, ...]:
+        """Every model a claim names, each once (``<model>@uniform`` included as named)."""
+        return tuple(dict.fromkeys(name for c in self.claims for name in (c.arm, c.against)))
 
 
 @dataclass(frozen=True, config=_FROZEN)
@@ -252,8 +300,8 @@ class AnalysisParams:
     attention: AttentionParams = AttentionParams()
     curves: CurvesParams = CurvesParams()
     robustness: RobustnessParams = RobustnessParams()
-    effects: EffectsParams = EffectsParams()  # the smallest effects of interest
     controls: ControlsParams = ControlsParams()
+    plan: PlanParams | None = None  # none: no primary claims, every interval exploratory
 
 
 @dataclass(frozen=True, config=_FROZEN)
@@ -388,6 +436,7 @@ def _check_cross_references(p: Params, source: str) -> None:
                      "define it under models or drop the pair from analysis.controls.pairs")
         if pair[0] == pair[1]:
             fail(f"analysis.controls.pairs[{i}] compares '{pair[0]}' with itself; name two different models")
+    _check_plan(p, source)
     if p.distill is not None:
         d = p.distill
         if d.student not in p.models:
@@ -398,6 +447,34 @@ def _check_cross_references(p: Params, source: str) -> None:
             fail(f"distill.student = '{d.student}' has arch '{p.models[d.student].arch}'; it needs arch 'deit'")
         if d.kind != "none" and d.teacher not in p.baselines:
             fail(f"distill.teacher = '{d.teacher}' must be one of baselines {list(p.baselines)}")
+
+
+def _check_plan(p: Params, source: str) -> None:
+    """The plan's claims name models the study defines (or their uniform-attention variants), known probes and
+    distinct claim names; it rests on no more seeds than the study runs. Whether each condition is one the
+    robustness stage scores is checked with the probes (study.robustness.grids.check_robustness)."""
+    plan = p.analysis.plan
+    if plan is None:
+        return
+    key = "analysis.plan"
+    if len(p.seeds) < plan.seeds:
+        raise StudyError(f"{source}: {key}.seeds = {plan.seeds} but seeds lists {len(p.seeds)}; run at least "
+                         f"{plan.seeds} seeds or lower {key}.seeds")
+    listed_once([c.name for c in plan.claims], f"{source}: {key}.claims names")
+    for i, c in enumerate(plan.claims):
+        for role, name in (("arm", c.arm), ("against", c.against)):
+            if name.removesuffix(UNIFORM_SUFFIX) not in p.models:
+                raise StudyError(f"{source}: {key}.claims[{i}].{role} = '{name}' is not a model of the study "
+                                 f"({sorted(p.models)}, or <model>{UNIFORM_SUFFIX}); define it under models")
+        if c.arm == c.against:
+            raise StudyError(f"{source}: {key}.claims[{i}] compares '{c.arm}' with itself; name two models")
+        for role, condition in (("condition", c.condition), ("control", c.control)):
+            if condition is not None and condition[0] not in PROBE_NAMES:
+                raise StudyError(f"{source}: {key}.claims[{i}].{role} = {list(condition)}: unknown probe "
+                                 f"'{condition[0]}'; choose from {', '.join(PROBE_NAMES)}")
+        if c.control is not None and tuple(c.control) == tuple(c.condition):
+            raise StudyError(f"{source}: {key}.claims[{i}].control is its condition; give the matched condition "
+                             "that differs in the one way the claim is about")
 
 
 def _check_scramble(p: Params, source: str) -> None:

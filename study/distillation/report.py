@@ -21,7 +21,7 @@ from study import distillation
 from study.efficiency.report import gap_sentences
 from study.outputs.tables import markdown_table
 from study.report.format import images, interval, percent, reference_data, share
-from study.report.section import Part, Sources
+from study.report.section import Part, Rows, Sources
 
 
 def distillation_sentences(teacher: pd.DataFrame, agreement: pd.DataFrame, gaps: pd.DataFrame,
@@ -125,5 +125,19 @@ def _section(sources: Sources) -> list[str]:
 
 _NEEDS = tuple((distillation.FOLDER, name)
                for name in (distillation.TEACHER, distillation.AGREEMENT, distillation.AGREEMENT_GAPS))
+def _rows(sources: Sources) -> list[dict]:
+    """The findings table's row where hard distillation cannot be tested: the teacher's label equals the true label
+    on every training view, so the student learns from the labels twice."""
+    views = _views(sources)
+    if views is None or views.empty or not _hard(sources) or float(views["disagreement_mean"].max()) > 0:
+        return []
+    return [{"claim": "Hard distillation from the CNN raises the ViT",
+             "evidence": f"the teacher's label equals the true label on every training view "
+                         f"({int(views['views'].sum()):,} views)",
+             "control": "teacher labels against true labels",
+             "verdict": "not testable in this design: the student trains on the labels twice"}]
+
+
 FINDINGS = Part(_findings, needs=_NEEDS)
+ROWS = Rows(_rows, needs=_NEEDS)
 SECTION = Part(_section, needs=_NEEDS)

@@ -36,6 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from study.core.errors import StudyError
+from study.archs import VIT_DEFAULTS, VIT_FAMILY  # noqa: F401 (re-exported)
 from study.models.controls import CONVMIXER_DEFAULTS, SWIN_DEFAULTS, build_convmixer, build_swin
 from study.models.convit import ConViT
 from study.models.convstem import ConvStemViT
@@ -47,11 +48,7 @@ from study.models.vit import VisionTransformer
 MODEL_NAMES = ("vit", "deit", "convit", "vit_convstem", "resnet18", "resnet8", "resnet20", "convmixer", "swin",
                "mlp")
 # The study's ViT family: token sequences with a patch grid, explicit attention and a class token.
-VIT_FAMILY = ("vit", "deit", "convit", "vit_convstem")
 TIMM_PREFIX = "timm:"
-
-# ViT-Tiny's width/depth/heads (Touvron et al., 2021, Table 1) with patch 4, the usual CIFAR patch size.
-VIT_DEFAULTS: dict[str, Any] = {"patch_size": 4, "embed_dim": 192, "depth": 12, "num_heads": 3, "mlp_ratio": 4.0}
 _VIT_OVERRIDES = frozenset(VIT_DEFAULTS) | {"qkv_bias", "global_pool", "pos_embed", "drop_rate", "pos_drop_rate",
                                              "proj_drop_rate", "attn_drop_rate", "drop_path_rate"}
 # ConViT-Ti/S/B (d'Ascoli et al., 2021; timm's convit_tiny/small/base): GPSA in 10 of 12 blocks, α = 1.

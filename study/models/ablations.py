@@ -14,6 +14,13 @@ blocks keep their attention; a model without study attention (the ResNet) has no
 Why an attribute switched on and off rather than a copy of the model: a copy would double a run's memory in
 every scoring process, and setting a flag on a dozen modules costs nothing per batch; the switch adds no
 parameter or buffer, so the model's ``state_dict`` is the trained one throughout.
+
+:func:`fused_attention` is the same kind of switch for speed, not an ablation: within it the study's plain
+Attention computes softmax attention with PyTorch's fused kernel (``F.scaled_dot_product_attention``) on the CPU
+too, where it is otherwise explicit (``Attention.fused_attn`` is None: fused on a GPU only). The robustness stage
+scores in it: for inference at batch 250 the fused kernel scored the patch-4 ViT (50 tokens) faster than the
+explicit path on a 2-core CPU (docs/robustness.md, "Scoring speed"), while training keeps the explicit path that
+was faster for it. The same function up to rounding (tests/models/test_ablations.py: logits to 1e-5).
 """
 
 from __future__ import annotations
@@ -57,3 +64,20 @@ def uniform_attention(model: nn.Module) -> Iterator[nn.Module]:
     finally:
         for module, was in zip(modules, before):
             module.uniform = was
+
+
+@contextlib.contextmanager
+def fused_attention(model: nn.Module) -> Iterator[nn.Module]:
+    """Within the block, every plain study Attention of ``model`` uses the fused softmax kernel on any device
+    (``fused_attn = True``); on leaving, each gets its previous ``fused_attn`` back, also after an error. A model
+    without such modules (a CNN, timm's models, a ConViT's GPSA blocks, which have no fused form) is left as it is.
+    Uniform attention (:func:`uniform_attention`) takes precedence inside ``Attention.forward``, so the two nest."""
+    modules, _ = _attention_modules(model)
+    before = [module.fused_attn for module in modules]  # restored as found, so the switch also nests
+    for module in modules:
+        module.fused_attn = True  # an instance attribute shadowing the class default (None: on a GPU only)
+    try:
+        yield model
+    finally:
+        for module, was in zip(modules, before):
+            module.fused_attn = was

@@ -132,9 +132,10 @@ class Attention(nn.Module):
 
     ``uniform`` (False by default) is a test-time ablation, switched by ``study.models.ablations``: every query
     attends with probability 1/T to each of the T tokens, prefix tokens included, so a head's output is the mean
-    of its values at every position. It forces the explicit path (the fused kernel computes only softmax
-    attention) and adds no parameter or buffer, so ``state_dict`` is unchanged. Subclasses with their own
-    attention rule (ConViT's GPSA overrides ``_attend`` and ``forward``) do not read it.
+    of its values at every position. :meth:`forward` computes just that mean, without the ``(B, H, T, T)``
+    probabilities (unless attention dropout is active, which acts on them); :meth:`forward_with_attention`
+    returns the 1/T probabilities. It adds no parameter or buffer, so ``state_dict`` is unchanged. Subclasses with
+    their own attention rule (ConViT's GPSA overrides ``_attend`` and ``forward``) do not read it.
     """
 
     fused_attn: bool | None = None
@@ -179,9 +180,12 @@ class Attention(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         q, k, v = self._split_heads(x)
-        fused = (self.fused_attn if self.fused_attn is not None else not x.is_cpu) and not self.uniform
-        if fused:
-            dropout_p = self.attn_drop.p if self.training else 0.0
+        dropout_p = self.attn_drop.p if self.training else 0.0
+        if self.uniform and dropout_p == 0.0:
+            # Rows of 1/T: each query's output is the mean of the values over the tokens, the same for every query.
+            # (B, H, T, D/H) -> mean over T (B, H, 1, D/H) -> broadcast to the T queries (B, H, T, D/H)
+            out = v.mean(dim=2, keepdim=True).expand_as(v)
+        elif (self.fused_attn if self.fused_attn is not None else not x.is_cpu) and not self.uniform:
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)  # (B, H, T, D/H)
         else:
             out, _ = self._attend(q, k, v)

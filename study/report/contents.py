@@ -9,6 +9,8 @@ they read and their wording are its own (``study/<question>/report.py``, :class:
 - :data:`SECTIONS`: the detailed sections after "Setup", each left out where its tables are absent (a study
   without a budget check, without distillation, without ConViT).
 - :data:`LIMITATIONS`: the design's caveats, then those of the CKA and attention analyses.
+- :data:`FINDINGS_ROWS`: the rows of the findings table that opens the report, the analysis plan's (the only ones
+  with verdicts) first (:mod:`study.report.glance`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from study.budget_check import report as budget_check
 from study.controls import report as controls
 from study.distillation import report as distillation
 from study.efficiency import report as efficiency
+from study.plan import report as plan
 from study.priors import report as priors
 from study.report import limitations
-from study.report.section import Part
+from study.report.section import Part, Rows
 from study.representations import report as representations
 from study.robustness import report as robustness
 
 FINDINGS: tuple[tuple[str, tuple[Part, ...]], ...] = (
+    ("### The plan's claims", (plan.FINDINGS,)),
     ("### Accuracy against training-set size", (efficiency.ACCURACY,)),
     ("### Convergence", (efficiency.CONVERGENCE,)),
     ("#### Budget check", (budget_check.FINDINGS,)),  # under Convergence: what training longer showed
@@ -32,10 +36,11 @@ FINDINGS: tuple[tuple[str, tuple[Part, ...]], ...] = (
     ("### Priors: what each buys, and what it costs on scrambled images", (priors.FINDINGS,)),
     ("### Representations and attention", (representations.FINDINGS, attention.FINDINGS)),
     ("### Where the ViT wins", (robustness.FINDINGS,)),
-    ("### Controls: the patch grid, attention and the recipe", (controls.FINDINGS,)),
+    ("### Controls: the patch grid, attention and the recipe (exploratory)", (controls.FINDINGS,)),
 )
 
 SECTIONS: tuple[Part, ...] = (
+    plan.SECTION,  # the plan first: its claims are the report's verdicts
     efficiency.SECTION,  # "Data efficiency", closed by the distilled model's heads
     budget_check.SECTION,  # below the curves whose runs it trains again
     distillation.SECTION,
@@ -47,3 +52,5 @@ SECTIONS: tuple[Part, ...] = (
 )
 
 LIMITATIONS: tuple[Part, ...] = (limitations.DESIGN, representations.LIMITATIONS, attention.LIMITATIONS)
+
+FINDINGS_ROWS: tuple[Rows, ...] = (plan.ROWS, controls.ROWS, distillation.ROWS, budget_check.ROWS)

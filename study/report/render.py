@@ -56,8 +56,11 @@ def glance(sources: Sources) -> list[str]:
     if table.empty:
         return []
     return ["## Findings at a glance", "",
-            "Effects in points of test top-1 (first model minus second), each with its Holm-adjusted interval; "
-            "verdicts against the smallest effects of interest in `params.yaml` (`analysis.effects`). Details below.",
+            "Effects in points of test top-1 (first model minus second), each seed's mean over the fractions, with "
+            "intervals over seeds (df = seeds − 1). Verdicts only for the claims of the analysis plan "
+            "(`analysis.plan`: one Holm family, judged against its smallest effects of interest; *supported*: the "
+            "interval excludes 0 on the claimed side; *refuted*: it lies inside the smallest effect; *inconclusive*: "
+            "neither, with the effects it excludes); the other rows are exploratory. Details below.",
             "", markdown_table(table), ""]
 
 
@@ -160,4 +163,16 @@ def _provenance_section(prov: dict) -> list[str]:
             f"- Training devices: {', '.join(prov['training_devices'])}; total training time "
             f"{prov['training_seconds_total']:.0f} s",
             "- Packages: " + ", ".join(f"{k} {v}" for k, v in prov["packages"].items()),
-            f"- Generated {prov['generated_utc']}; full record in `provenance.json`.", ""]
+            f"- Generated {prov['generated_utc']}; full record in `provenance.json`.",
+            *_rerendered(prov.get("rerendered")), ""]
+
+
+def _rerendered(record: dict | None) -> list[str]:
+    """Where the statistics were recomputed later from the committed tables (``study rerender``): by which code."""
+    if not record:
+        return []
+    tables = ", ".join(f"`{t}`" for t in record["tables"]) or "no"
+    return [f"- Statistics ({tables} tables) recomputed and this report rendered from the committed tables by commit "
+            f"`{record['git_commit']}`{' (with uncommitted changes)' if record['git_dirty'] else ''} on "
+            f"{record['generated_utc']} (`study rerender`), with the parameters recorded in `provenance.json` "
+            "(`rerendered.params`); the runs' own provenance is above."]

@@ -71,6 +71,22 @@ class Part:
         return self.write(sources) if all(sources.has(*table) for table in self.needs) else []
 
 
+@dataclass(frozen=True)
+class Rows:
+    """One question's rows of the findings table that opens the report: ``write`` gives dicts of
+    :data:`FINDINGS_COLUMNS` (a verdict only for a claim of the analysis plan; an exploratory row says so);
+    ``needs`` as for :class:`Part`."""
+    write: Callable[[Sources], list[dict]]
+    needs: tuple[tuple[str, str], ...] = ()
+
+    def rows(self, sources: Sources) -> list[dict]:
+        return self.write(sources) if all(sources.has(*table) for table in self.needs) else []
+
+
+FINDINGS_COLUMNS = ["claim", "evidence", "control", "verdict"]
+EXPLORATORY = "exploratory: not a claim of the plan, no verdict"
+
+
 def figure(path: Path, report_dir: Path, caption: str) -> str:
     """A figure and its caption in Markdown, linked relative to ``report_dir``; "" where there is no such file."""
     return f"![{caption}]({path.relative_to(report_dir).as_posix()})\n\n*{caption}*" if path.is_file() else ""

@@ -22,7 +22,7 @@ from study.report import setup as S
 from study.representations.depth import CAPTION as CKA_DEPTH_CAPTION, across_depth_mean
 from study.core.config import Params
 from study.core.io import atomic_dir, write_json, write_text
-from study.models import VIT_FAMILY
+from study.archs import VIT_FAMILY
 from study.priors.report import arms_of
 from study.report.provenance import provenance
 from study.efficiency.report import headline_metrics
@@ -109,6 +109,7 @@ def setup_facts(params: Params) -> dict:
         "fractions": list(params.fractions), "seeds": list(params.seeds), "batch_size": params.budget.batch_size,
         "convention": params.budget.convention, "epochs": params.budget.epochs,
         "confidence": params.analysis.curves.confidence, "min_steps": params.budget.min_steps,
+        "plan_history": params.analysis.plan.history if params.analysis.plan else "",
         "selection": {name: dict(m.selected_on_validation) for name, m in params.models.items()},
         "distill": dataclasses.asdict(d) if d else None,
         "arms": arms_of({name: _plain(m) for name, m in params.models.items()}, list(params.trained_models),

@@ -33,11 +33,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from study.robustness import is_variant, trained_model
+from study.robustness import (ALIGNED, CLEAN, CORRUPTION, OCCLUSION, REARRANGEMENT, SHUFFLE, TRANSLATION,
+                              is_variant, trained_model)
+from study.robustness.corruption_error import corruption_errors, mce
 from study.stats.intervals import MIN_SEEDS, equivalence_bound, holm_intervals, seed_slopes, t_interval
-from study.robustness.probes import corruption_errors, mce
-from study.robustness.scoring import (ALIGNED, CLEAN, CORRUPTION, OCCLUSION, REARRANGEMENT, SHUFFLE,
-                                               TRANSLATION)
 from study.core.errors import StudyError
 
 KEYS = ["probe", "variant", "level"]
@@ -326,7 +325,7 @@ def headline_conditions(summary: pd.DataFrame, patch_grid: int, share: float = 0
     aligned = summary[(summary["probe"] == OCCLUSION) & (summary["variant"] == ALIGNED)]["level"]
     if (level := _nearest(aligned, share)) is not None:
         out.append((f"{100 * level:g}% occluded", OCCLUSION, ALIGNED, level))
-    grids = summary[(summary["probe"] == REARRANGEMENT)]["level"]
+    grids = summary[(summary["probe"] == REARRANGEMENT) & (summary["variant"] == SHUFFLE)]["level"]
     if (grids == patch_grid).any():
         out.append((f"{patch_grid}x{patch_grid} shuffle", REARRANGEMENT, SHUFFLE, float(patch_grid)))
     shifts = summary[(summary["probe"] == TRANSLATION) & (summary["variant"] == "x")]["level"]

@@ -9,10 +9,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from study.robustness import ALIGNED, DIRECTIONS, OFFSET, SHUFFLE
 from study.outputs.figure_style import (DOUBLE_COLUMN_IN, contrast_markers, model_colour, paper_style, percent_label,
                                          require_columns, short_count, training_images_axis)
 
 _STYLES = ("-", "--", ":", "-.")
+_VARIANT_ORDER = (ALIGNED, SHUFFLE, OFFSET, *DIRECTIONS)
 _SUMMARY = {"model", "fraction", "train_images", "probe", "variant", "level", "top1_mean", "top1_ci_low",
             "top1_ci_high"}
 
@@ -33,7 +35,13 @@ def probe_figure(summary: pd.DataFrame, probe: str, xlabel: str, confidence: flo
     ``top1_ci_low``, ``top1_ci_high`` (rows of other probes are ignored)."""
     require_columns(summary, _SUMMARY, "probe_figure")
     data = summary[summary["probe"] == probe]
-    variants = list(dict.fromkeys(data["variant"]))
+    found = set(data["variant"])
+    # Line styles in this order, so that the captions can name them: the grid's own variant solid, its offset
+    # control dashed; x, y, diagonal as solid, dashed, dotted.
+    variants = [v for v in _VARIANT_ORDER if v in found] + sorted(found - set(_VARIANT_ORDER))
+    # A categorical axis has a place per level of any variant: the offset shuffle's 7x7 (clean and 7 only) sits at
+    # the aligned shuffle's 7x7, not at its second place.
+    places = {level: i for i, level in enumerate(sorted(data["level"].unique()))}
     with paper_style(grid=True):
         fig, panels = _panels(data)
         for ax, fraction in panels:
@@ -41,15 +49,15 @@ def probe_figure(summary: pd.DataFrame, probe: str, xlabel: str, confidence: flo
             for (model, variant), g in at.groupby(["model", "variant"], sort=True):
                 g = g.sort_values("level")
                 levels = g["level"].to_numpy(float)
-                x = np.arange(len(levels)) if categorical else (100 * levels if share else levels)
+                x = np.array([places[v] for v in levels]) if categorical else (100 * levels if share else levels)
                 colour, style = model_colour(str(model)), _STYLES[variants.index(variant) % len(_STYLES)]
                 label = str(model) if len(variants) == 1 else f"{model}, {variant}"
                 y, low, high = (g[c].to_numpy(float) for c in ("top1_mean", "top1_ci_low", "top1_ci_high"))
                 ax.plot(x, y, linestyle=style, marker="o", markersize=2.5, color=colour, linewidth=1, label=label)
                 if np.isfinite(low).any():
                     ax.fill_between(x, low, high, color=colour, alpha=0.15, linewidth=0)
-                if categorical:
-                    ax.set_xticks(x, ["clean" if v == 0 else f"{v:g}" for v in levels])
+            if categorical:
+                ax.set_xticks(list(places.values()), ["clean" if v == 0 else f"{v:g}" for v in places])
             ax.set_title(f"{percent_label(fraction)} ({short_count(int(at['train_images'].iloc[0]))} images)")
             ax.set_ylim(0, 1)
         # Once, under the middle panel: a label per narrow panel would run into its neighbours.

@@ -48,16 +48,32 @@ def setup_sentence(probe_set: pd.DataFrame, accuracy: pd.DataFrame) -> str:
     kinds = []
     for probe in [p for p in W.PROBE_WORDS if p in set(probed["probe"])]:  # the stage's order of probes
         rows = probed[probed["probe"] == probe]
-        levels = ", ".join(W.level(probe, v) for v in sorted(rows["level"].unique()))
         found = list(dict.fromkeys(rows["variant"].astype(str)))
         ordered = [v for v in W.VARIANT_WORDS if v in found] + [v for v in found if v not in W.VARIANT_WORDS]
-        variants = ", ".join(v.replace("_", " ") if probe == "corruption" else W.VARIANT_WORDS[v] for v in ordered)
-        kinds.append(f"{W.PROBE_WORDS.get(probe, probe)} ({variants + ': ' if variants else ''}{levels})")
+        words = {v: v.replace("_", " ") if probe == "corruption" else W.VARIANT_WORDS[v] for v in ordered}
+        levels = {v: ", ".join(W.level(probe, x) for x in sorted(rows.loc[rows["variant"] == v, "level"].unique()))
+                  for v in ordered}
+        name = W.PROBE_WORDS.get(probe, probe)
+        if len(set(levels.values())) == 1:  # shared levels: "occlusion (patch grid, offset grid: 10%, …)"
+            variants = ", ".join(w for w in words.values() if w)
+            kinds.append(f"{name} ({variants + ': ' if variants else ''}{levels[ordered[0]]})")
+        else:  # "patch shuffle (2x2, 4x4, 7x7; offset grid: 7x7)", the unnamed variant first
+            each = "; ".join(f"{words[v]}: {levels[v]}" if words[v] else levels[v]
+                             for v in sorted(ordered, key=lambda v: bool(words[v])))
+            kinds.append(f"{name} ({each})")
+    planned = ""
+    if "scoring" in probe_set and (probe_set["scoring"] == "plan").any():
+        p = probe_set[probe_set["scoring"] == "plan"].iloc[0]
+        all_of = " (the whole test set)" if int(p["images"]) == int(p["test_images"]) else ""
+        planned = (f" The analysis plan's {int(p['conditions'])} conditions are scored again for its models' "
+                   f"{int(p['runs'])} runs on {int(p['images']):,} test images{all_of}, drawn with the same seed "
+                   f"(plan_runs); the intervals below are those of the {int(s['images']):,} images, exploratory.")
     return (f"All {int(s['runs'])} runs are probed on the same {int(s['images']):,} test images{whole}, drawn with "
             f"seed {int(s['image_seed'])}, under {int(s['conditions'])} conditions: the clean images, "
             + "; ".join(kinds) + " (docs/robustness.md). "
             f"Each model is compared with {s['reference']}, paired by seed (the same subset and images), with "
-            f"intervals Holm-adjusted across the {plural(fractions, 'fraction')} of each comparison, probe and level.")
+            f"intervals Holm-adjusted across the {plural(fractions, 'fraction')} of each comparison, probe and level."
+            + planned)
 
 
 def headline_sentences(values: pd.DataFrame, min_seeds: int = MIN_SEEDS) -> list[str]:
@@ -297,7 +313,8 @@ def _section(sources: Sources) -> list[str]:
 _CAPTIONS = (
     (robustness.OCCLUSION, "Top-1 against the share of grid cells set to black: the ViT's patch grid (solid) and the "
                            "same grid offset by half a cell (dashed); bands: t-intervals over seeds."),
-    (robustness.REARRANGEMENT, "Top-1 when the cells of a grid are permuted per image (patch shuffle)."),
+    (robustness.REARRANGEMENT, "Top-1 when the cells of a grid are permuted per image (patch shuffle; solid), and "
+                               "the cells of the same grid moved by half a cell, where scored (offset; dashed)."),
     (robustness.TRANSLATION, "Top-1 against a shift with zero fill along x (solid), y (dashed) and the diagonal "
                              "(dotted)."),
     (robustness.CORRUPTION_ERRORS, "Each corruption's error relative to the reference CNN (summed over severities; "

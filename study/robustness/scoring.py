@@ -2,24 +2,25 @@
 by every run's model.
 
 The probes are those of :mod:`study.robustness.probes` (docs/robustness.md): occlusion of a share of the cells of
-the ViT's patch grid and of the same grid offset by half a cell, rearrangement (patch shuffle) on several grids,
-translation along x, y and the diagonal, and a corruption suite at several severities. A :class:`Condition` is
-one probe at one setting and level; :func:`conditions` lists them from the parameters' values. The clean images
-are one more condition, scored like the others.
+the ViT's patch grid and of the same grid offset by half a cell, rearrangement (patch shuffle) on several grids and
+on some of them offset by half a cell, translation along x, y and the diagonal, and a corruption suite at several
+severities. A :class:`Condition` is one probe at one setting and level; :func:`conditions` lists them from the
+parameters' values. The clean images are one more condition, scored like the others.
 
 :func:`score_runs` loops condition → batch of images → run: the probe is applied to a batch once (its random
 draws keyed by the recorded seed and each image's index in the set, so batching changes nothing), the batch
 moves to the device once, and every run's model scores it, normalised as that run was trained, exactly as the
 training stage scores the test set (:func:`study.train.evaluate.evaluate`: the mean of a distilled model's two
 heads, channels-last for CNNs, the run's precision). Nothing the size of the image set is kept per condition,
-except the predictions the 1-px consistency needs.
+except the predictions the 1-px consistency needs. Transformers score with fused softmax attention
+(:func:`study.models.ablations.fused_attention`): the same function as the explicit path up to rounding, faster.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,8 +29,9 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from study.models.ablations import has_uniform_variant, uniform_attention
-from study.robustness import UNIFORM
+from study.models.ablations import fused_attention, has_uniform_variant, uniform_attention
+from study.robustness import (ALIGNED, CLEAN, CORRUPTION, DIRECTIONS, LEVEL_NAMES, OCCLUSION, OFFSET,  # noqa: F401
+                              PROBES, REARRANGEMENT, SHUFFLE, TRANSLATION, UNIFORM)  # (names re-exported)
 from study.robustness.probes import corrupt, half_cell_offset, occlusion, prediction_change, rearrangement, translation
 from study.data.scramble import Scramble, scramble_images, setting_scramble
 from study.models import is_transformer
@@ -37,21 +39,14 @@ from study.train.batches import normalise
 from study.train.spec import RunSpec
 from study.train.step import autocast_for, to_input
 
-# Shift directions, as (dx, dy) per pixel of shift: right, down, and both.
-DIRECTIONS: dict[str, tuple[int, int]] = {"x": (1, 0), "y": (0, 1), "diagonal": (1, 1)}
-CLEAN, OCCLUSION, REARRANGEMENT, TRANSLATION, CORRUPTION = "clean", "occlusion", "rearrangement", "translation", "corruption"
-PROBES = (CLEAN, OCCLUSION, REARRANGEMENT, TRANSLATION, CORRUPTION)
-ALIGNED, OFFSET, SHUFFLE = "aligned", "offset", "shuffle"
-# The level names, per probe, for tables and figures.
-LEVEL_NAMES = {CLEAN: "none", OCCLUSION: "share of cells", REARRANGEMENT: "cells per side",
-               TRANSLATION: "px", CORRUPTION: "severity"}
-
 RunKey = tuple[str, float, int]  # (model name, fraction, seed)
+# The scores' columns: one row per run and condition (score_runs).
+SCORE_COLUMNS = ["model", "fraction", "seed", "probe", "variant", "level", "detail", "images", "correct", "top1"]
 
 
 @dataclass(frozen=True)
 class Condition:
-    """One probe at one setting and level. ``variant``: ``aligned``/``offset`` (occlusion), ``shuffle``
+    """One probe at one setting and level. ``variant``: ``aligned``/``offset`` (occlusion), ``shuffle``/``offset``
     (rearrangement), ``x``/``y``/``diagonal`` (translation), the corruption's name, ``clean``. ``level``: the
     share, the grid, the shift in px, the severity; 0 for the clean images. ``detail`` says it in words."""
 
@@ -67,10 +62,11 @@ class Condition:
 
 
 def conditions(image_size: int, seed: int, occlusion_grid: int, shares: Iterable[float], offset: bool,
-               grids: Iterable[int], shifts: Iterable[int], corruptions: Iterable[str], severities: Iterable[int]
-               ) -> list[Condition]:
+               grids: Iterable[int], shifts: Iterable[int], corruptions: Iterable[str], severities: Iterable[int],
+               offset_grids: Iterable[int] = ()) -> list[Condition]:
     """Every condition to score, the clean images first; level 0 of any probe is the clean images, so it is not
-    listed again. ``seed`` fixes every random draw (cells, permutations, noise)."""
+    listed again. ``seed`` fixes every random draw (cells, permutations, noise). ``offset_grids``: the shuffle
+    grids also shuffled offset by half a cell (variant ``offset``)."""
     out = [Condition(CLEAN, CLEAN, 0.0, "clean test images", lambda x, start: x)]
     cell = image_size // occlusion_grid
     variants = [(ALIGNED, 0, f"{occlusion_grid}x{occlusion_grid} grid of {cell}-px cells")]
@@ -86,7 +82,13 @@ def conditions(image_size: int, seed: int, occlusion_grid: int, shares: Iterable
     for grid in sorted(set(grids)):
         if grid > 1:
             out.append(Condition(REARRANGEMENT, SHUFFLE, float(grid), f"{grid}x{grid} cells permuted",
-                                 _shuffle(grid, seed)))
+                                 _shuffle(grid, seed, 0)))
+    for grid in sorted(set(offset_grids)):
+        if grid > 1:
+            shift = half_cell_offset(image_size, grid)
+            out.append(Condition(REARRANGEMENT, OFFSET, float(grid),
+                                 f"{grid}x{grid} cells of {image_size // grid} px permuted, the grid moved {shift} px "
+                                 "right and down (cells wrapping around the border)", _shuffle(grid, seed, shift)))
     for direction, (dx, dy) in DIRECTIONS.items():
         for px in sorted(set(shifts)):
             if px > 0:
@@ -104,8 +106,8 @@ def _occlude(share: float, seed: int, grid: int, offset: int) -> Callable[[Tenso
     return lambda x, start: occlusion(x, share, seed, grid, offset, start)
 
 
-def _shuffle(grid: int, seed: int) -> Callable[[Tensor, int], Tensor]:
-    return lambda x, start: rearrangement(x, grid, seed, start)
+def _shuffle(grid: int, seed: int, offset: int) -> Callable[[Tensor, int], Tensor]:
+    return lambda x, start: rearrangement(x, grid, seed, start, offset)
 
 
 def _shift(dx: int, dy: int) -> Callable[[Tensor, int], Tensor]:
@@ -151,13 +153,14 @@ def predict(model: nn.Module, images: Tensor, mean: Tensor, std: Tensor, channel
 
 def score_runs(models: dict[RunKey, tuple[nn.Module, RunSpec]], images: np.ndarray, labels: np.ndarray,
                conditions: list[Condition], batch_size: int, device: torch.device, precision: str = "auto",
-               uniform: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+               uniform: bool | Collection[str] = False) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Score every run on every condition: ``(scores, consistency, cost)``.
 
-    With ``uniform``, every run whose model has a uniform-attention variant
+    With ``uniform`` True, every run whose model has a uniform-attention variant
     (:func:`study.models.ablations.has_uniform_variant`: the study's ViT and DeiT and the arms built on them, not a
     ConViT or a CNN) is scored a second time with all its attention rows uniform, as model ``<model>@uniform`` (the
     same model object switched per batch, so no second copy in memory); its rows follow the run's in every table.
+    ``uniform`` may instead name the models (plain names, "vit") whose runs get the variant.
 
     ``scores``: one row per run and condition, with the images scored, how many were right and top-1.
     ``consistency``: per run and shift direction, the share of predictions a 1-px shift changes from the clean
@@ -173,13 +176,49 @@ def score_runs(models: dict[RunKey, tuple[nn.Module, RunSpec]], images: np.ndarr
         scramble = None if spec.scramble is None else setting_scramble(spec.scramble, spec.image_size, spec.image_size)
         scorers[key] = _Scorer(model.eval(), torch.tensor(spec.mean, device=device),
                                torch.tensor(spec.std, device=device), channels_last, scramble)
-        if uniform and has_uniform_variant(model):
-            name, fraction, seed = key
+        name, fraction, seed = key
+        switched = uniform if isinstance(uniform, bool) else name in uniform
+        if switched and has_uniform_variant(model):
             scorers[name + UNIFORM, fraction, seed] = _Scorer(model, scorers[key].mean, scorers[key].std,
                                                               channels_last, scramble, uniform=True)
-    kept = {c.key for c in conditions if c.probe == CLEAN or (c.probe == TRANSLATION and c.level == 1)}
     source = torch.from_numpy(np.array(images, dtype=np.uint8))  # (N, H, W, C), CPU; a copy: inputs may be read-only maps
     truth = torch.from_numpy(np.array(labels, dtype=np.int64)).to(device)
+    with contextlib.ExitStack() as fused:
+        for model, _ in models.values():  # each model once: its variant's scorer holds the same object
+            fused.enter_context(fused_attention(model))
+        rows, predictions, making = _score_conditions(scorers, source, truth, conditions, batch_size, device,
+                                                      autocast)
+    consistency = []
+    for key in scorers:
+        clean = predictions.get((key, (CLEAN, CLEAN, 0.0)))
+        for direction in DIRECTIONS:
+            shifted = predictions.get((key, (TRANSLATION, direction, 1.0)))
+            if clean is None or shifted is None:
+                continue
+            changed = prediction_change(clean, shifted)
+            consistency.append({"model": key[0], "fraction": key[1], "seed": key[2], "direction": direction,
+                                "images": len(source), "changed": changed, "consistency": 1.0 - changed})
+    per_model: dict[str, list[float]] = {}
+    for (name, _, _), scorer in scorers.items():
+        per_model.setdefault(name, []).append(scorer.seconds)
+    scored = len(source) * len(conditions)
+    cost = [{"part": f"making {probe} images", "runs": 0, "seconds": seconds, "images": 0, "images_per_second": np.nan}
+            for probe, seconds in making.items()]
+    cost += [{"part": f"scoring with {name}", "runs": len(times), "seconds": sum(times), "images": scored * len(times),
+              "images_per_second": scored * len(times) / sum(times) if sum(times) else np.nan}
+             for name, times in per_model.items()]
+    return (pd.DataFrame(rows, columns=["order", *SCORE_COLUMNS]),
+            pd.DataFrame(consistency, columns=["model", "fraction", "seed", "direction", "images", "changed",
+                                               "consistency"]),
+            pd.DataFrame(cost, columns=COST_COLUMNS))
+
+
+def _score_conditions(scorers: dict[RunKey, _Scorer], source: Tensor, truth: Tensor, conditions: list[Condition],
+                      batch_size: int, device: torch.device, autocast
+                      ) -> tuple[list[dict], dict[tuple[RunKey, tuple], np.ndarray], dict[str, float]]:
+    """:func:`score_runs`' loop, condition -> batch -> run: ``(rows, the predictions the 1-px consistency needs,
+    seconds spent making each probe's images)``. ``source``: the uint8 images ``(N, H, W, C)`` on the CPU."""
+    kept = {c.key for c in conditions if c.probe == CLEAN or (c.probe == TRANSLATION and c.level == 1)}
     rows, predictions, making = [], {}, {}
     for order, condition in enumerate(conditions):
         correct = {key: 0 for key in scorers}
@@ -208,29 +247,7 @@ def score_runs(models: dict[RunKey, tuple[nn.Module, RunSpec]], images: np.ndarr
                          "images": len(source), "correct": correct[key], "top1": correct[key] / max(len(source), 1)})
             if condition.key in kept:
                 predictions[key, condition.key] = torch.cat(parts[key]).numpy()
-    consistency = []
-    for key in scorers:
-        clean = predictions[key, (CLEAN, CLEAN, 0.0)]
-        for direction in DIRECTIONS:
-            shifted = predictions.get((key, (TRANSLATION, direction, 1.0)))
-            if shifted is None:
-                continue
-            changed = prediction_change(clean, shifted)
-            consistency.append({"model": key[0], "fraction": key[1], "seed": key[2], "direction": direction,
-                                "images": len(source), "changed": changed, "consistency": 1.0 - changed})
-    per_model: dict[str, list[float]] = {}
-    for (name, _, _), scorer in scorers.items():
-        per_model.setdefault(name, []).append(scorer.seconds)
-    scored = len(source) * len(conditions)
-    cost = [{"part": f"making {probe} images", "runs": 0, "seconds": seconds, "images": 0, "images_per_second": np.nan}
-            for probe, seconds in making.items()]
-    cost += [{"part": f"scoring with {name}", "runs": len(times), "seconds": sum(times), "images": scored * len(times),
-              "images_per_second": scored * len(times) / sum(times) if sum(times) else np.nan}
-             for name, times in per_model.items()]
-    return (pd.DataFrame(rows),
-            pd.DataFrame(consistency, columns=["model", "fraction", "seed", "direction", "images", "changed",
-                                               "consistency"]),
-            pd.DataFrame(cost, columns=COST_COLUMNS))
+    return rows, predictions, making
 
 
 COST_COLUMNS = ["part", "runs", "seconds", "images", "images_per_second"]
@@ -238,10 +255,12 @@ COST_COLUMNS = ["part", "runs", "seconds", "images", "images_per_second"]
 
 def score_run_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.ndarray, settings: dict,
                     batch_size: int, device: torch.device, precision: str = "auto", processes: int = 1,
-                    uniform: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+                    uniform: bool | Collection[str] = False, only: Collection[tuple[str, str, float]] | None = None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """:func:`score_runs` on the runs' ``model.pt`` files (``runs``: key -> file), the conditions built from
-    ``settings`` (the keywords of :func:`conditions`), each run's uniform-attention variant too with ``uniform``
-    (scored in its run's process, from the same loaded model).
+    ``settings`` (the keywords of :func:`conditions`; with ``only``, those whose key ``(probe, variant, level)`` it
+    holds), each run's uniform-attention variant too with ``uniform`` (scored in its run's process, from the same
+    loaded model).
 
     On a CPU the runs are split over ``processes`` worker processes of one torch thread each (each makes the
     probed images itself); on another device one process scores them all. With one thread a run's scores do not
@@ -253,7 +272,7 @@ def score_run_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.nda
     keys = sorted(runs)
     if device.type != "cpu" or processes <= 1 or len(keys) < 2:
         parts = [_score_files({k: runs[k] for k in keys}, images, labels, settings, batch_size, str(device),
-                              precision, None, None, uniform)]
+                              precision, None, None, uniform, only)]
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -263,7 +282,7 @@ def score_run_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.nda
         deterministic = torch.are_deterministic_algorithms_enabled()
         with ProcessPoolExecutor(len(chunks), mp_context=context) as pool:
             futures = [pool.submit(_score_files, {k: runs[k] for k in chunk}, images, labels, settings, batch_size,
-                                   "cpu", precision, 1, deterministic, uniform) for chunk in chunks]
+                                   "cpu", precision, 1, deterministic, uniform, only) for chunk in chunks]
             parts = [future.result() for future in futures]
     scores = pd.concat([p[0] for p in parts], ignore_index=True)
     scores = scores.sort_values(["order", "model", "fraction", "seed"], ignore_index=True).drop(columns="order")
@@ -276,7 +295,8 @@ def score_run_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.nda
 
 
 def _score_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.ndarray, settings: dict, batch_size: int,
-                 device: str, precision: str, threads: int | None, deterministic: bool | None, uniform: bool = False
+                 device: str, precision: str, threads: int | None, deterministic: bool | None,
+                 uniform: bool | Collection[str] = False, only: Collection[tuple[str, str, float]] | None = None
                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One process's share of :func:`score_run_files` (module level, so that a spawned worker can run it); a
     worker sets its ``threads`` and the parent's determinism, the parent process (``None``) keeps its own."""
@@ -287,4 +307,5 @@ def _score_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.ndarra
         torch.use_deterministic_algorithms(bool(deterministic), warn_only=True)
     place = torch.device(device)
     models = {key: load_trained(path, place) for key, path in runs.items()}
-    return score_runs(models, images, labels, conditions(**settings), batch_size, place, precision, uniform)
+    chosen = [c for c in conditions(**settings) if only is None or c.key in only]
+    return score_runs(models, images, labels, chosen, batch_size, place, precision, uniform)

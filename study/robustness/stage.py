@@ -3,12 +3,18 @@ test images; where each model keeps its accuracy, ViT and DeiT against the ResNe
 
 With ``analysis.robustness.uniform_attention``, each ViT/DeiT run is scored a second time with uniform attention
 (``<model>@uniform``, :mod:`study.models.ablations`) and contrasted with itself, ``vit@uniform − vit``: what its
-attention is worth, clean and under every probe."""
+attention is worth, clean and under every probe.
+
+With an analysis plan (``analysis.plan``), the conditions its claims name (and the clean images) are scored again
+for the runs of the models they name, on ``analysis.plan.images`` test images drawn with the same seed (the whole
+test set by default), into ``plan_runs`` (the layout of ``robustness_runs``), which the plan stage judges; every
+other table here stays exploratory, on ``analysis.robustness.images`` images."""
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -19,11 +25,11 @@ from study.core import runtime
 from study.robustness import contrasts as R
 from study.outputs.figure_style import save_figure
 from study.robustness.figures import contrasts_figure, corruption_figure, probe_figure
-from study.robustness.scoring import conditions, probe_set, score_run_files
+from study.robustness.scoring import COST_COLUMNS, SCORE_COLUMNS, conditions, probe_set, score_run_files
 from study.runs.table import collect_runs
-from study.core.config import INPUT_SHAPES, Params
-from study.robustness.grids import check_robustness, occlusion_grid, rearrangement_grids
-from study.data.prepared import read_prepared
+from study.core.config import Params
+from study.robustness.grids import check_robustness, occlusion_grid, plan_scoring, probe_settings
+from study.data.prepared import Prepared, read_prepared
 from study.core.io import atomic_dir
 from study.outputs.tables import write_table
 from study.core.entry import add_analysis_arguments
@@ -53,19 +59,20 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     data = read_prepared(prepared)
     chosen = probe_set(len(data.test_labels), r.images, r.seed)
     images, labels = data.test_images[chosen], data.test_labels[chosen]
-    side, grid = INPUT_SHAPES[params.data.dataset][0], occlusion_grid(params)
-    settings = dict(image_size=side, seed=r.seed, occlusion_grid=grid, shares=r.occlusion.shares,
-                    offset=r.occlusion.offset, grids=rearrangement_grids(params), shifts=r.translation.shifts,
-                    corruptions=r.corruptions.names, severities=r.corruptions.severities)
+    grid, settings = occlusion_grid(params), probe_settings(params)
     probes = conditions(**settings)
     models = {(row.model, row.fraction, row.seed): Path(row.folder) / "model.pt" for row in runs.itertuples()}
     # On a CPU, one single-threaded process per thread the study allows (train.threads, or STUDY_THREADS).
-    scores, consistency, cost = score_run_files(models, images, labels, settings, r.batch_size, device,
-                                                params.train.precision, processes=torch.get_num_threads(),
-                                                uniform=r.uniform_attention)
-    runs = R.with_variant_runs(runs.drop(columns="folder"), scores)
+    scoring = dict(batch_size=r.batch_size, device=device, precision=params.train.precision,
+                   processes=torch.get_num_threads())
+    scores, consistency, cost = score_run_files(models, images, labels, settings, uniform=r.uniform_attention,
+                                                **scoring)
+    trained_runs = runs.drop(columns="folder")
+    runs = R.with_variant_runs(trained_runs, scores)
     recorded = {"images": len(chosen), "image_seed": r.seed}
     table = R.per_run(scores, runs).assign(**recorded)  # the clean images once, as probe "clean"
+    plan = _score_plan(params, data, trained_runs, models, settings, scoring) \
+        if params.analysis.plan is not None else None
     shifts = R.consistency_rows(consistency, runs).assign(**recorded)
     reference = reference_model(params)
     pairs = [(name, reference) for name in params.trained_models if name != reference]
@@ -86,15 +93,24 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     where = (f"{len(chosen):,} test images drawn with seed {r.seed}"
              + (" (the whole test set)" if len(chosen) == len(data.test_labels) else ""))
     holm = "Holm-adjusted across the comparison's fractions (one family per comparison, metric, probe and level)"
+    scored_sets = [{"scoring": "exploratory", **recorded, "test_images": len(data.test_labels), "runs": len(models),
+                    "conditions": len(probes), "confidence": conf, "reference": reference,
+                    "uniform_attention": ", ".join(a for a, _ in ablated) or "none"}]
+    if plan is not None:
+        scored_sets.append({**scored_sets[0], **plan.recorded})
+        cost = pd.concat([cost, plan.cost.assign(part="plan: " + plan.cost["part"])], ignore_index=True)
     with atomic_dir(tables) as tmp:
-        write_table(pd.DataFrame([{**recorded, "test_images": len(data.test_labels), "runs": len(models),
-                                   "conditions": len(probes), "confidence": conf, "reference": reference,
-                                   "uniform_attention": ", ".join(a for a, _ in ablated) or "none"}]),
-                    tmp / robustness.PROBE_SET,
-                    "The fixed set of test images every run is probed on (images, the seed that "
+        write_table(pd.DataFrame(scored_sets), tmp / robustness.PROBE_SET,
+                    "The fixed sets of test images the runs are probed on (images, the seed that "
                     "drew them and every probe's random choices), the runs and the conditions scored, and the "
                     "models also scored with uniform attention (every attention row 1/T over all T tokens, prefix "
-                    "tokens included; ConViTs and CNNs have no such variant).")
+                    "tokens included; ConViTs and CNNs have no such variant): every condition for every run "
+                    "(exploratory) and, with an analysis plan, its claims' conditions for their models (plan).")
+        if plan is not None:
+            write_table(plan.table, tmp / robustness.PLAN_RUNS,
+                        f"The analysis plan's runs under its claims' conditions (and clean) on "
+                        f"{plan.recorded['images']:,} test images drawn with seed {r.seed}: top-1 and retained "
+                        "accuracy, as robustness_runs; <model>@uniform: the run with uniform attention.")
         write_table(pd.DataFrame({"test_index": chosen}), tmp / robustness.PROBE_IMAGES,
                     f"Indices in the test set of the {where}.", 0)
         write_table(table, tmp / robustness.RUNS, f"Every run under every condition on {where}: top-1 and "
@@ -158,5 +174,42 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     seconds = time.perf_counter() - tic
     scored = len(scores) * len(chosen)  # (runs + variants) x conditions rows, each of the chosen images
     variants = f" (+{len(scores) // len(probes) - len(models)} with uniform attention)" if ablated else ""
-    return (f"robustness: {len(models)} runs{variants} x {len(probes)} conditions x {len(chosen):,} images "
+    planned = ""
+    if plan is not None:
+        scored += len(plan.scores) * plan.recorded["images"]
+        planned = f"; plan: {plan.summary}"
+    return (f"robustness: {len(models)} runs{variants} x {len(probes)} conditions x {len(chosen):,} images{planned} "
             f"({scored / seconds:,.0f} scored/s) in {seconds:.0f}s -> {figures}, {tables}")
+
+
+@dataclass(frozen=True)
+class _PlanScores:
+    scores: pd.DataFrame  # as score_runs returns them
+    table: pd.DataFrame  # per run (R.per_run), as robustness_runs
+    cost: pd.DataFrame
+    recorded: dict  # the plan's row of the probe set table
+    summary: str  # runs x conditions x images, for the stage's line
+
+
+def _score_plan(params: Params, data: Prepared, runs: pd.DataFrame, models: dict, settings: dict, scoring: dict
+                ) -> _PlanScores:
+    """The analysis plan's conditions for the runs of its models (grids.plan_scoring) on ``analysis.plan.images``
+    test images, drawn by the exploratory set's rule and seed (all of them when the plan asks for as many)."""
+    r, plan = params.analysis.robustness, params.analysis.plan
+    names, uniform, keys = plan_scoring(params)
+    chosen = probe_set(len(data.test_labels), plan.images, r.seed)
+    runs_scored = {key: path for key, path in models.items() if key[0] in names}
+    if runs_scored:
+        scores, _, cost = score_run_files(runs_scored, data.test_images[chosen], data.test_labels[chosen], settings,
+                                          uniform=frozenset(uniform), only=frozenset(keys), **scoring)
+    else:  # no claim whose models the study trains: an empty table, in the layout the plan stage reads
+        scores, cost = pd.DataFrame(columns=SCORE_COLUMNS), pd.DataFrame(columns=COST_COLUMNS)
+    table = R.per_run(scores, R.with_variant_runs(runs, scores)).assign(images=len(chosen), image_seed=r.seed)
+    variants = len(scores) // len(keys) - len(runs_scored) if keys else 0
+    recorded = {"scoring": "plan", "images": len(chosen), "image_seed": r.seed, "runs": len(runs_scored),
+                "conditions": len(keys), "uniform_attention": ", ".join(f"{m}{robustness.UNIFORM}" for m in uniform)
+                or "none"}
+    summary = (f"{len(runs_scored)} runs" + (f" (+{variants} with uniform attention)" if variants else "")
+               + f" x {len(keys)} conditions x {len(chosen):,} images")
+    return _PlanScores(scores, table, cost, recorded, summary)
+

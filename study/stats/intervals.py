@@ -4,6 +4,8 @@ Seeds are the unit of replication: each seed draws its own nested subsets, initi
 a per-seed difference between two models (same subset, same seed) is one paired observation.
 
 - :func:`t_interval` — Student-t interval of a mean over seeds.
+- :func:`holm_levels`, :func:`holm_p` — Holm's per-test levels and adjusted p-values for any family of p-values;
+  :func:`t_p`, :func:`t_bounds` — a t-test and t-interval from an estimate, its SE and degrees of freedom.
 - :func:`holm_intervals` — a family of paired comparisons (one comparison at every fraction) with Holm's
   step-down correction (Holm 1979), reported as intervals: the hypothesis ranked ``j`` (by p-value) among
   ``K`` gets the confidence level Holm tests it at, ``1 − α/(K − j + 1)``; from the first hypothesis Holm does
@@ -69,38 +71,72 @@ class Adjusted:
     significant: bool
 
 
+def holm_levels(p_values, alpha: float) -> list[float]:
+    """The per-test level Holm gives each p-value of a family, in input order: ranked ``j`` (0 = smallest p) among
+    the ``K`` finite p-values, ``α/(K − j)`` while Holm rejects, and from the first hypothesis it keeps onward that
+    step's level for every later one. NaN for a NaN p-value (outside the family)."""
+    p = np.asarray(p_values, dtype=float)
+    order = [i for i in np.argsort(p, kind="stable") if np.isfinite(p[i])]
+    levels = [math.nan] * len(p)
+    kept_at = None  # the level at which Holm first kept a hypothesis
+    for rank, i in enumerate(order):
+        step = alpha / (len(order) - rank)
+        if kept_at is None and p[i] >= step:
+            kept_at = step
+        levels[i] = step if kept_at is None else kept_at
+    return levels
+
+
+def holm_p(p_values) -> list[float]:
+    """Holm-adjusted p-values, in input order: the running maximum of (K − rank)·p over the ordered finite
+    p-values, capped at 1; NaN for a NaN p-value."""
+    p = np.asarray(p_values, dtype=float)
+    order = [i for i in np.argsort(p, kind="stable") if np.isfinite(p[i])]
+    adjusted, running = [math.nan] * len(p), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def t_p(estimate: float, se: float, df: float) -> float:
+    """Two-sided t-test p-value of estimate = 0; 1 for 0/0, 0 for a non-zero estimate with a zero SE, NaN where
+    undefined (no SE or no degrees of freedom)."""
+    if not (math.isfinite(estimate) and math.isfinite(se) and df > 0):
+        return math.nan
+    if se == 0:
+        return 1.0 if estimate == 0 else 0.0
+    return float(2 * stats.t.sf(abs(estimate / se), df))
+
+
+def t_bounds(estimate: float, se: float, df: float, level: float) -> tuple[float, float]:
+    """The two-sided ``1 − level`` t-interval of an estimate with standard error ``se`` and ``df`` degrees of
+    freedom; NaN bounds where any of them is undefined."""
+    if not (math.isfinite(level) and math.isfinite(se) and df > 0):
+        return math.nan, math.nan
+    half = float(stats.t.ppf(1 - level / 2, df)) * se
+    return estimate - half, estimate + half
+
+
 def holm_intervals(samples: list, confidence: float) -> list[Adjusted]:
     """Holm-adjusted t-intervals for a family of per-seed samples (e.g. one paired gap per fraction).
 
     ``samples[i]`` holds the per-seed values of comparison ``i``. Returns one :class:`Adjusted` per sample, in
-    the input order. A sample of fewer than 2 values gets NaN bounds and is never significant.
+    the input order, each at the level :func:`holm_levels` gives it. A sample of fewer than 2 values gets NaN
+    bounds and is never significant.
     """
-    alpha = 1.0 - confidence
-    p = np.array([t_test_p(s) for s in samples])
-    testable = [i for i in np.argsort(p, kind="stable") if np.isfinite(p[i])]
-    k = len(testable)
-    level = {}
-    rejecting, stop_level = True, alpha
-    for rank, i in enumerate(testable):  # rank 0 = smallest p
-        step_level = alpha / (k - rank)
-        if rejecting and p[i] >= step_level:
-            rejecting, stop_level = False, step_level
-        level[i] = step_level if rejecting else stop_level
-    # Holm-adjusted p-values: running maximum of (K − rank)·p over the ordered p-values, capped at 1.
-    p_holm, running = {}, 0.0
-    for rank, i in enumerate(testable):
-        running = max(running, min(1.0, (k - rank) * p[i]))
-        p_holm[i] = running
+    p = [t_test_p(s) for s in samples]
+    levels, adjusted = holm_levels(p, 1.0 - confidence), holm_p(p)
     out = []
     for i, sample in enumerate(samples):
         values = np.asarray(sample, dtype=float)
-        if i not in level:
+        if not math.isfinite(levels[i]):
             mean = float(values.mean()) if values.size else float("nan")
             out.append(Adjusted(mean, float("nan"), float("nan"), float("nan"), float("nan"), float("nan"), False))
             continue
-        mean, _, half = t_interval(values, 1.0 - level[i])
+        mean, _, half = t_interval(values, 1.0 - levels[i])
         significant = bool(mean - half > 0 or mean + half < 0)
-        out.append(Adjusted(mean, mean - half, mean + half, float(p[i]), float(p_holm[i]), 1.0 - level[i],
+        out.append(Adjusted(mean, mean - half, mean + half, float(p[i]), float(adjusted[i]), 1.0 - levels[i],
                             significant))
     return out
 

@@ -6,11 +6,12 @@ under normal differences: the t statistic follows a noncentral t with ``df`` deg
 ``δ / SE`` (Cohen 1988, §2.5; scipy.stats.nct), so no normal approximation is used; with few seeds the normal
 approximation overstates the power noticeably (at δ/σ = 1 it asks for 8 seeds where 10 are needed).
 
-- :func:`paired_power`, :func:`seeds_for_power` — one paired t-test per fraction (``n`` seeds, ``df = n − 1``);
-- :func:`pooled_power`, :func:`pooled_seeds_for_power` — the pooled model of :mod:`study.stats.trend` (``n`` seeds
-  at ``k`` fractions, one model, the mean contrast at the centre);
-- :func:`pooled_sd` — the SD of the paired differences, pooled within fractions, from a table of per-seed
-  differences; :func:`sd_from_t_interval` — the same SD backed out of a reported t-interval.
+- :func:`paired_power`, :func:`seeds_for_power` — a t-test on ``n`` per-seed values (``df = n − 1``): one paired
+  difference per seed at one fraction, or each seed's mean contrast over the fractions (:mod:`study.stats.trend`),
+  with ``sd`` the SD of those per-seed values. For a contrast pooled over fractions that SD is the seed-level one
+  (:attr:`study.stats.trend.TrendFit.seed_sd`), which holds the seed's shared part of the variance: the SD of one
+  difference divided by √fractions would take the fractions as independent and overstate the power;
+- :func:`sd_from_t_interval` — the SD backed out of a reported t-interval.
 
 A family of ``m`` comparisons (Holm's correction, as the report applies it) is planned at ``α / m``: Holm tests
 its first-ranked hypothesis at that level and the others at less strict ones, so ``α / m`` (Bonferroni's level)
@@ -21,8 +22,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-import pandas as pd
 from scipy import stats
 
 
@@ -54,8 +53,8 @@ def _check(effect: float, sd: float, alpha: float, family: int) -> float:
 
 
 def paired_power(n: int, effect: float, sd: float, alpha: float = 0.05, family: int = 1) -> float:
-    """Power of the two-sided paired t-test on ``n`` seeds to detect a mean difference ``effect`` when the paired
-    differences have SD ``sd``: ``df = n − 1``, ``SE = sd / √n``, at the per-test level ``alpha / family``
+    """Power of the two-sided t-test on ``n`` per-seed values to detect a mean ``effect`` when those values have
+    SD ``sd``: ``df = n − 1``, ``SE = sd / √n``, at the per-test level ``alpha / family``
     (Bonferroni's, the level Holm applies to the first-ranked of ``family`` comparisons: conservative). NaN below
     2 seeds (no SD, no test)."""
     level = _check(effect, sd, alpha, family)
@@ -70,42 +69,6 @@ def seeds_for_power(effect: float, sd: float, power: float = 0.8, alpha: float =
     ``most`` would be needed (or ``effect`` is 0). Example (a textbook value, Cohen 1988 Table 2.4.1 for the
     one-sample/paired case): δ/σ = 1, α = 0.05 two-sided, 80% power: 10 seeds."""
     return _smallest(lambda n: paired_power(n, effect, sd, alpha, family), power, 2, most)
-
-
-def pooled_power(seeds: int, fractions: int, effect: float, sd: float, alpha: float = 0.05, family: int = 1,
-                 between_share: float = 0.0) -> float:
-    """Power of the pooled model's test of the mean contrast at the centre (:func:`study.stats.trend.trend_fit`:
-    ``diff ~ 1 + c``, ``seeds`` x ``fractions`` observations, c centred so the intercept is the mean over the
-    design) to detect ``effect``, at the per-test level ``alpha / family``.
-
-    ``sd`` is the SD of one paired difference at one fraction (:func:`pooled_sd`); ``between_share`` is the share
-    of its variance that is common to a seed across fractions (the random intercept's share, the intraclass
-    correlation ρ). The estimate's standard error and degrees of freedom are those of the model that
-    :func:`~study.stats.trend.trend_fit` fits:
-
-    - ``between_share = 0`` (independent observations, the OLS fit): ``SE = sd / √(n·k)``, ``df = n·k − 2``;
-    - ``between_share > 0`` (random intercept per seed): ``SE = sd · √((ρ + (1 − ρ)/k) / n)`` (the variance of a
-      seed's mean over its k fractions, over n seeds), ``df = n − 1`` (the intercept is a between-seed quantity:
-      the containment degrees of freedom, conservative).
-
-    NaN where the model has no residual degrees of freedom.
-    """
-    level = _check(effect, sd, alpha, family)
-    if not 0.0 <= between_share <= 1.0:
-        raise ValueError(f"between_share = {between_share}: a share of variance lies in [0, 1]")
-    n, k = seeds, fractions
-    if k < 1 or n < 1:
-        return math.nan
-    if between_share == 0.0:
-        return _power(effect, sd / math.sqrt(n * k), n * k - 2, level)
-    return _power(effect, sd * math.sqrt((between_share + (1.0 - between_share) / k) / n), n - 1, level)
-
-
-def pooled_seeds_for_power(fractions: int, effect: float, sd: float, power: float = 0.8, alpha: float = 0.05,
-                           family: int = 1, between_share: float = 0.0, most: int = 10_000) -> int | None:
-    """The fewest seeds (at least 2) at which :func:`pooled_power` over ``fractions`` fractions reaches ``power``;
-    ``None`` where more than ``most`` would be needed."""
-    return _smallest(lambda n: pooled_power(n, fractions, effect, sd, alpha, family, between_share), power, 2, most)
 
 
 def _smallest(power_at, target: float, first: int, most: int) -> int | None:
@@ -130,21 +93,6 @@ def _smallest(power_at, target: float, first: int, most: int) -> int | None:
         else:
             low = mid
     return high
-
-
-def pooled_sd(frame: pd.DataFrame, value: str = "diff", by: str = "fraction") -> tuple[float, int]:
-    """The SD of the paired differences pooled within groups (one group per fraction): ``(sd, df)`` with
-    ``sd² = Σ (n_g − 1) s_g² / Σ (n_g − 1)`` and ``df = Σ (n_g − 1)``. Pooling within fractions keeps the
-    contrast's change over fractions (the trend) out of the SD, as the pooled model does. Groups of one value
-    contribute nothing; NaN and df 0 where no group has two."""
-    squares, df = 0.0, 0
-    for _, group in frame.groupby(by):
-        values = group[value].to_numpy(float)
-        values = values[np.isfinite(values)]
-        if values.size >= 2:
-            squares += float(((values - values.mean()) ** 2).sum())
-            df += values.size - 1
-    return (math.sqrt(squares / df), df) if df else (math.nan, 0)
 
 
 def sd_from_t_interval(low: float, high: float, n: int, confidence: float) -> float:

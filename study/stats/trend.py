@@ -1,92 +1,65 @@
-"""One model over fractions, paired by seed: a comparison's mean contrast and its trend with the data, tested once.
+"""A comparison pooled over fractions, the seed as the unit of replication: its mean contrast and its trend with
+the data, each from one value per seed.
 
 Testing a contrast at every fraction separately (:func:`study.stats.intervals.holm_intervals`) spends the seeds of
 each fraction on its own test and pays Holm's price across fractions. Where the question is "does arm A beat arm B
-over this range of data, and does the gap grow or shrink with it", one model over every fraction answers it with
-all the observations:
+over this range of data, and does the gap grow or shrink with it", each seed gives one answer to each part:
 
-    diff ~ 1 + c,   c = log10(images) − mean(log10(images)),   random intercept per seed
+- its **mean contrast**, the average of its paired differences ``diff`` (A − B, same subset, initialisation and data
+  order) over the fractions it has;
+- its **slope**, the least-squares slope of its differences on ``log10(images)`` (the change per decade of
+  training images).
 
-``diff`` is the paired per-seed difference of two arms at one fraction (same subset, initialisation and data
-order). Centring ``c`` makes the intercept the mean contrast at the geometric-mean image count of the design (in a
-balanced design, the mean of the contrasts over fractions), and the slope the change of the contrast per decade
-of training images. The random intercept lets a seed's contrasts share a common part (a seed whose subset favours
-one arm at every fraction): the seed stays the unit of replication for the mean contrast.
+The study's mean contrast and slope are the means of these per-seed values, each with a one-sample Student-t
+interval on ``seeds − 1`` degrees of freedom. A seed's runs at several fractions share its subset draw and
+initialisation seed, so they are not independent observations (Hurlbert 1984; Lazic 2010): however many rows a
+regression has, a between-seed quantity has at most ``seeds − 1`` degrees of freedom, and a seed variance
+estimated at zero from 3 or 4 seeds is no evidence that seeds do not matter. In a balanced design the mean of the
+seeds' means is the grand mean, and the interval is that of a paired t-test on per-seed means — the interval a
+random-intercept model gives away from its boundary, without the boundary. ``tests/stats/test_coverage.py`` checks
+the coverage by simulation with a seed effect, and that treating the rows as independent does not reach it.
 
-Fit and degrees of freedom (:func:`trend_fit`), decided here once:
-
-- **mixed model** (statsmodels MixedLM, REML): standard errors from the fit; t quantiles with the containment
-  degrees of freedom, ``seeds − 1`` for the mean (a between-seed quantity) and ``observations − seeds − 1`` for
-  the slope (a within-seed one). In a balanced design these are exact (the REML estimates equal the ANOVA ones
-  away from the boundary), so the intervals are those of a paired t-test on per-seed means and of a within-seed
-  regression;
-- **OLS fallback**: where the seeds' variance is estimated at the boundary (below 1e-6 of the residual variance:
-  REML then gives the OLS fit anyway), the fit fails or does not converge, or no seed has two fractions, the
-  observations are treated as independent: OLS with ``observations − 2`` degrees of freedom. The row's ``method``
-  says which fit was used and ``note`` why. statsmodels' warnings are caught and summarised in the note, never
-  printed.
-
-Families (:func:`trend_table`): the means of the comparisons form one Holm family and their slopes another, each
-adjusted with the convention of :func:`study.stats.intervals.holm_intervals` (the hypothesis ranked ``j`` by
-p-value among ``K`` gets the level ``1 − α/(K − j)`` with j from 0, and from the first one Holm keeps every later
-one gets that step's level), so an adjusted interval excludes 0 exactly where Holm rejects.
-
-:func:`effect_verdict` words nothing: it classifies an adjusted interval against the smallest effect of interest
-(``analysis.effects``) and returns the classification and the bound the data support.
+:func:`trend_table` forms the Holm families (the means of the comparisons one family, their slopes another), with
+the convention of :func:`study.stats.intervals.holm_levels`, so an adjusted interval excludes 0 exactly where Holm
+rejects. Classifying an interval against the smallest effect of interest is :mod:`study.stats.verdicts`' job.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-# Below this share of the residual variance, the seeds' variance counts as estimated at the boundary (zero).
-BOUNDARY = 1e-6
-
-MIXED, OLS = "mixed", "ols"
+from study.stats.intervals import holm_levels, holm_p, t_p, t_bounds
 
 
 @dataclass(frozen=True)
 class TrendFit:
-    """One comparison's pooled fit: the mean contrast at the centre and the slope per decade, each with its
-    standard error and degrees of freedom, and what was fitted."""
+    """One comparison pooled over fractions: the mean over seeds of each seed's mean contrast and of each seed's
+    slope per decade, each with its standard error and ``seeds − 1`` degrees of freedom (NaN where undefined)."""
 
     mean: float
     mean_se: float
-    mean_df: float
+    mean_df: float  # seeds − 1
     slope: float  # per decade of training images; NaN with a single image count
     slope_se: float
-    slope_df: float
-    method: str  # MIXED or OLS
-    note: str  # why OLS, where it is; empty for the mixed model
+    slope_df: float  # seeds with a slope − 1
     observations: int
     seeds: int
     fractions: int
-    centre: float  # the geometric mean of the size column (images or fraction): where the mean contrast refers to
-    seed_variance_share: float  # the random intercept's share of the variance (0 for OLS)
+    centre: float  # the geometric mean of the size column over the rows: the design's middle, in images or fraction
+    seed_sd: float  # SD of the seeds' mean contrasts: what the power of the mean's test depends on
+    seed_variance_share: float  # descriptive: the seed's share of the variance (two-way ANOVA; NaN if unbalanced)
 
     @property
     def p_mean(self) -> float:
-        return _p(self.mean, self.mean_se, self.mean_df)
+        return t_p(self.mean, self.mean_se, self.mean_df)
 
     @property
     def p_slope(self) -> float:
-        return _p(self.slope, self.slope_se, self.slope_df)
-
-
-def _p(estimate: float, se: float, df: float) -> float:
-    """Two-sided t-test p-value of estimate = 0; 1 for 0/0, 0 for a non-zero estimate with a zero SE, NaN where
-    undefined."""
-    if not (math.isfinite(estimate) and math.isfinite(se) and df > 0):
-        return math.nan
-    if se == 0:
-        return 1.0 if estimate == 0 else 0.0
-    return float(2 * stats.t.sf(abs(estimate / se), df))
+        return t_p(self.slope, self.slope_se, self.slope_df)
 
 
 def _sizes(frame: pd.DataFrame, size: str | None) -> str:
@@ -98,137 +71,89 @@ def _sizes(frame: pd.DataFrame, size: str | None) -> str:
     raise ValueError("trend_fit: the frame needs a column train_images or fraction (or name one with size=)")
 
 
+def seed_means(frame: pd.DataFrame, value: str = "diff", seed: str = "seed") -> pd.Series:
+    """Each seed's mean of ``value`` over its rows (its fractions, or its probes): the unit of replication."""
+    return frame.dropna(subset=[value]).groupby(seed)[value].mean()
+
+
+def _mean_se(values: np.ndarray) -> tuple[float, float, float]:
+    """Mean, its standard error and degrees of freedom of a one-sample t over ``values`` (SE NaN below 2)."""
+    n = values.size
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(values.mean())
+    if n < 2:
+        return mean, math.nan, math.nan
+    return mean, float(values.std(ddof=1) / math.sqrt(n)), float(n - 1)
+
+
+def seed_variance_share(frame: pd.DataFrame, value: str, size: str, seed: str) -> float:
+    """The seed's share of the variance of ``value`` once each fraction's mean is removed: ``σ²_seed / (σ²_seed +
+    σ²_residual)`` from the two-way additive ANOVA of a complete seeds × fractions table (variance components
+    by the method of moments, σ²_seed clipped at 0). NaN where the table is incomplete or smaller than 2 × 2.
+    Descriptive: the intervals never use it."""
+    wide = frame.pivot_table(index=seed, columns=size, values=value)
+    if wide.isna().any().any() or min(wide.shape) < 2:
+        return math.nan
+    y = wide.to_numpy(float)  # (seeds, fractions)
+    n, k = y.shape
+    residual = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
+    ms_error = float((residual ** 2).sum()) / ((n - 1) * (k - 1))
+    ms_seed = k * float(((y.mean(1) - y.mean()) ** 2).sum()) / (n - 1)
+    between = max(0.0, (ms_seed - ms_error) / k)
+    total = between + ms_error
+    return between / total if total > 0 else math.nan
+
+
 def trend_fit(frame: pd.DataFrame, value: str = "diff", size: str | None = None, seed: str = "seed") -> TrendFit:
-    """Fit ``value ~ 1 + c`` with a random intercept per ``seed`` (module docstring), ``c`` the centred log10 of
-    column ``size`` (``train_images`` if present, else ``fraction``: the slope and the centre are the same for
-    sizes proportional to the fractions). Rows with a missing value are dropped. Raises ValueError with fewer than
-    2 observations."""
+    """The mean contrast and the slope per decade of ``value`` over the fractions, each from one value per
+    ``seed`` (module docstring). ``size``: the column of training-set sizes (``train_images`` if present, else
+    ``fraction``: the slope is the same for sizes proportional to the fractions). Rows with a missing value are
+    dropped. Raises ValueError with no observation."""
     size = _sizes(frame, size)
     data = frame[[size, seed, value]].dropna()
-    y = data[value].to_numpy(float)
+    if data.empty:
+        raise ValueError("trend_fit: no observation")
     logs = np.log10(data[size].to_numpy(float))
-    centre = float(logs.mean()) if logs.size else math.nan
-    c = logs - centre
-    n_obs, n_seeds, n_fractions = len(data), int(data[seed].nunique()), int(np.unique(logs).size)
-    if n_obs < 2:
-        raise ValueError(f"trend_fit: {n_obs} observation(s); at least 2 are needed")
-    sloped = n_fractions >= 2
-    exog = np.column_stack([np.ones(n_obs), c]) if sloped else np.ones((n_obs, 1))
-    groups = data[seed].to_numpy()
-    common = {"observations": n_obs, "seeds": n_seeds, "fractions": n_fractions, "centre": float(10 ** centre)}
-
-    repeated = n_obs > n_seeds  # some seed has two observations: the seeds' variance is identifiable
-    reason = "no seed has two fractions" if not repeated else ""
-    if repeated:
-        fit, reason = _mixed(y, exog, groups)
-        if fit is not None:
-            params, bse, share = fit
-            slope_df = n_obs - n_seeds - 1 if sloped else math.nan
-            return TrendFit(params[0], bse[0], n_seeds - 1, params[1] if sloped else math.nan,
-                            bse[1] if sloped else math.nan, slope_df, MIXED, "", seed_variance_share=share, **common)
-    params, bse, df = _ols(y, exog)
-    return TrendFit(params[0], bse[0], df, params[1] if sloped else math.nan, bse[1] if sloped else math.nan,
-                    df if sloped else math.nan, OLS, f"OLS: {reason}", seed_variance_share=0.0, **common)
-
-
-def _mixed(y: np.ndarray, exog: np.ndarray, groups: np.ndarray):
-    """The REML mixed model's fixed effects, their SEs and the seeds' variance share, or ``(None, reason)`` where
-    the OLS fallback applies. statsmodels' warnings are recorded, not shown."""
-    from statsmodels.regression.mixed_linear_model import MixedLM
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            result = MixedLM(y, exog, groups).fit(reml=True)
-        except (np.linalg.LinAlgError, ValueError) as err:
-            return None, f"the mixed model failed ({type(err).__name__}: {err})"
-    heard = sorted({str(w.message).split(".")[0] for w in caught})
-    variance, scale = float(np.asarray(result.cov_re).ravel()[0]), float(result.scale)
-    params = np.asarray(result.fe_params, dtype=float)
-    bse = np.asarray(result.bse_fe, dtype=float)
-    if not result.converged:
-        return None, "the mixed model did not converge" + (f" ({'; '.join(heard)})" if heard else "")
-    if not (np.isfinite(variance) and scale > 0 and variance > BOUNDARY * scale):
-        return None, "the seeds' variance was estimated at zero (the boundary), where REML gives the OLS fit"
-    if not (np.all(np.isfinite(params)) and np.all(np.isfinite(bse))):
-        return None, "the mixed model gave no finite standard errors"
-    return (params, bse, variance / (variance + scale)), ""
-
-
-def _ols(y: np.ndarray, exog: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Least squares: coefficients, their SEs and the residual degrees of freedom (SEs NaN without any)."""
-    coef, *_ = np.linalg.lstsq(exog, y, rcond=None)
-    df = len(y) - exog.shape[1]
-    if df <= 0:
-        return coef, np.full(coef.shape, math.nan), df
-    residual = y - exog @ coef
-    sigma2 = float(residual @ residual) / df
-    bse = np.sqrt(np.diag(sigma2 * np.linalg.inv(exog.T @ exog)))
-    return coef, bse, df
-
-
-def holm_levels(p_values, alpha: float) -> list[float]:
-    """The per-test level Holm gives each p-value of a family, in input order (the convention of
-    :func:`study.stats.intervals.holm_intervals`): ranked ``j`` (0 = smallest p) among the ``K`` finite p-values,
-    ``α/(K − j)`` while Holm rejects, and from the first hypothesis it keeps onward that step's level for every
-    later one. NaN for a NaN p-value (outside the family)."""
-    p = np.asarray(p_values, dtype=float)
-    order = [i for i in np.argsort(p, kind="stable") if np.isfinite(p[i])]
-    levels = [math.nan] * len(p)
-    kept_at = None  # the level at which Holm first kept a hypothesis
-    for rank, i in enumerate(order):
-        step = alpha / (len(order) - rank)
-        if kept_at is None and p[i] >= step:
-            kept_at = step
-        levels[i] = step if kept_at is None else kept_at
-    return levels
-
-
-def _interval(estimate: float, se: float, df: float, level: float) -> tuple[float, float]:
-    if not (math.isfinite(level) and math.isfinite(se) and df > 0):
-        return math.nan, math.nan
-    half = float(stats.t.ppf(1 - level / 2, df)) * se
-    return estimate - half, estimate + half
+    means = seed_means(data, value, seed).to_numpy(float)
+    mean, mean_se, mean_df = _mean_se(means)
+    slopes = []
+    for _, g in data.assign(_log=logs).groupby(seed):
+        if g["_log"].nunique() >= 2:
+            slopes.append(np.polyfit(g["_log"].to_numpy(float), g[value].to_numpy(float), 1)[0])
+    slope, slope_se, slope_df = _mean_se(np.asarray(slopes, dtype=float))
+    return TrendFit(mean=mean, mean_se=mean_se, mean_df=mean_df, slope=slope, slope_se=slope_se, slope_df=slope_df,
+                    observations=len(data), seeds=int(data[seed].nunique()), fractions=int(np.unique(logs).size),
+                    centre=float(10 ** logs.mean()), seed_sd=float(means.std(ddof=1)) if means.size > 1 else math.nan,
+                    seed_variance_share=seed_variance_share(data, value, size, seed))
 
 
 TABLE_COLUMNS = ["comparison", "mean", "mean_ci_low", "mean_ci_high", "mean_adj_low", "mean_adj_high",
                  "mean_adj_confidence", "p_mean", "p_mean_holm", "slope_per_decade", "slope_ci_low", "slope_ci_high",
                  "slope_adj_low", "slope_adj_high", "slope_adj_confidence", "p_slope", "p_slope_holm", "mean_df",
-                 "slope_df", "method", "note", "observations", "seeds", "fractions", "centre",
-                 "seed_variance_share"]
-
-
-def _holm_p(p_values) -> list[float]:
-    """Holm-adjusted p-values: the running maximum of (K − rank)·p over the ordered finite p-values, capped at 1."""
-    p = np.asarray(p_values, dtype=float)
-    order = [i for i in np.argsort(p, kind="stable") if np.isfinite(p[i])]
-    adjusted, running = [math.nan] * len(p), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(order) - rank) * p[i]))
-        adjusted[i] = running
-    return adjusted
+                 "slope_df", "observations", "seeds", "fractions", "centre", "seed_sd", "seed_variance_share"]
 
 
 def trend_table(comparisons: dict[str, pd.DataFrame], confidence: float, value: str = "diff",
                 size: str | None = None, seed: str = "seed") -> pd.DataFrame:
     """One row per comparison (:data:`TABLE_COLUMNS`, in the order of ``comparisons``, which maps a name such as
-    ``"vit - resnet"`` to its frame of per-seed differences, :func:`trend_fit`): the mean contrast at the centre
-    and the slope per decade, each with its unadjusted ``confidence`` t-interval and its Holm-adjusted one across
-    the comparisons (means one family, slopes another; :func:`holm_levels`), p-values raw and Holm-adjusted,
-    degrees of freedom, the fit used and why, and the design's size."""
+    ``"vit - resnet"`` to its frame of per-seed differences, :func:`trend_fit`): the mean contrast and the slope per
+    decade, each with its unadjusted ``confidence`` t-interval and its Holm-adjusted one across the comparisons
+    (means one family, slopes another; :func:`~study.stats.intervals.holm_levels`), p-values raw and Holm-adjusted,
+    degrees of freedom, and the design's size."""
     alpha = 1.0 - confidence
     fits = {name: trend_fit(frame, value, size, seed) for name, frame in comparisons.items()}
     p_mean = [f.p_mean for f in fits.values()]
     p_slope = [f.p_slope for f in fits.values()]
     levels_mean, levels_slope = holm_levels(p_mean, alpha), holm_levels(p_slope, alpha)
-    holm_mean, holm_slope = _holm_p(p_mean), _holm_p(p_slope)
+    holm_mean, holm_slope = holm_p(p_mean), holm_p(p_slope)
     rows = []
     for i, (name, f) in enumerate(fits.items()):
         record = asdict(f)
-        mean_ci = _interval(f.mean, f.mean_se, f.mean_df, alpha)
-        slope_ci = _interval(f.slope, f.slope_se, f.slope_df, alpha)
-        mean_adj = _interval(f.mean, f.mean_se, f.mean_df, levels_mean[i])
-        slope_adj = _interval(f.slope, f.slope_se, f.slope_df, levels_slope[i])
+        mean_ci = t_bounds(f.mean, f.mean_se, f.mean_df, alpha)
+        slope_ci = t_bounds(f.slope, f.slope_se, f.slope_df, alpha)
+        mean_adj = t_bounds(f.mean, f.mean_se, f.mean_df, levels_mean[i])
+        slope_adj = t_bounds(f.slope, f.slope_se, f.slope_df, levels_slope[i])
         rows.append({
             "comparison": name, "mean": f.mean, "mean_ci_low": mean_ci[0], "mean_ci_high": mean_ci[1],
             "mean_adj_low": mean_adj[0], "mean_adj_high": mean_adj[1], "mean_adj_confidence": 1 - levels_mean[i],
@@ -236,52 +161,7 @@ def trend_table(comparisons: dict[str, pd.DataFrame], confidence: float, value: 
             "slope_ci_low": slope_ci[0], "slope_ci_high": slope_ci[1], "slope_adj_low": slope_adj[0],
             "slope_adj_high": slope_adj[1], "slope_adj_confidence": 1 - levels_slope[i], "p_slope": p_slope[i],
             "p_slope_holm": holm_slope[i],
-            **{k: record[k] for k in ("mean_df", "slope_df", "method", "note", "observations", "seeds", "fractions",
-                                      "centre", "seed_variance_share")},
+            **{k: record[k] for k in ("mean_df", "slope_df", "observations", "seeds", "fractions", "centre",
+                                      "seed_sd", "seed_variance_share")},
         })
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
-
-
-SUPPORTED, REFUTED, NO_EFFECT, REVERSED, INCONCLUSIVE, UNDEFINED = (
-    "supported", "refuted", "no effect", "reversed", "inconclusive", "undefined")
-
-
-@dataclass(frozen=True)
-class EffectVerdict:
-    """What an adjusted interval says about an effect of interest: ``label`` and ``bound``, the largest |effect| the
-    interval leaves possible (max(|low|, |high|); NaN where the effect is supported or the interval undefined)."""
-
-    label: str
-    bound: float
-
-
-def effect_verdict(low: float, high: float, smallest_effect: float, direction: int = 0) -> EffectVerdict:
-    """Classify an adjusted interval ``[low, high]`` of an effect against the smallest effect of interest
-    ``smallest_effect`` (> 0, ``analysis.effects``), for a claim in ``direction`` (+1: the effect is positive, −1:
-    negative, 0: any difference):
-
-    - **supported** — the interval excludes 0 on the claimed side (either side for direction 0);
-    - **refuted** (a directional claim) / **no effect** (direction 0) — the interval lies inside
-      ``±smallest_effect``: every effect of interest is excluded (an equivalence statement: a ``1 − a`` interval
-      inside the margin is a TOST at level ``a/2``, Schuirmann 1987);
-    - **reversed** — a directional claim whose interval lies wholly on the other side of 0, beyond the margin;
-    - **inconclusive** — anything else: effects beyond ``±bound`` are excluded, smaller ones are not;
-    - **undefined** — no interval (NaN bounds).
-
-    ``bound`` = max(|low|, |high|) for every label but supported and undefined (NaN), so that "no effect" and
-    "inconclusive" both come with the effects the data exclude.
-    """
-    if direction not in (-1, 0, 1):
-        raise ValueError(f"direction = {direction}: +1, -1 or 0")
-    if not smallest_effect > 0:
-        raise ValueError(f"smallest_effect = {smallest_effect}: must be positive")
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return EffectVerdict(UNDEFINED, math.nan)
-    bound = float(max(abs(low), abs(high)))
-    if (direction >= 0 and low > 0) or (direction <= 0 and high < 0):
-        return EffectVerdict(SUPPORTED, math.nan)
-    if -smallest_effect < low and high < smallest_effect:
-        return EffectVerdict(REFUTED if direction else NO_EFFECT, bound)
-    if (direction > 0 and high < 0) or (direction < 0 and low > 0):
-        return EffectVerdict(REVERSED, bound)
-    return EffectVerdict(INCONCLUSIVE, bound)

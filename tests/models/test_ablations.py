@@ -1,6 +1,6 @@
 """The uniform-attention switch: each head's output is the mean of its values, switching back restores the trained
 model exactly, the weights never change, and only models whose every attention is the study's plain Attention get
-the variant."""
+the variant. The fused-attention switch the scoring uses: the same logits as the explicit path, restored after."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from study.models import build_model
-from study.models.ablations import has_uniform_variant, uniform_attention
+from study.models.ablations import fused_attention, has_uniform_variant, uniform_attention
 from study.models.vit import Attention
 
 SMALL = {"patch_size": 2, "embed_dim": 16, "depth": 2, "num_heads": 2}
@@ -73,3 +73,59 @@ def test_only_models_whose_attention_is_all_plain_get_the_variant():
         assert not has_uniform_variant(net)
         with pytest.raises(ValueError, match="no uniform-attention variant"), uniform_attention(net):
             pass
+
+
+def counting_fused_kernel(monkeypatch) -> list[int]:
+    """Count the calls of the fused kernel (``F.scaled_dot_product_attention``) from here on."""
+    calls = []
+    kernel = torch.nn.functional.scaled_dot_product_attention
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return kernel(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counted)
+    return calls
+
+
+@pytest.mark.parametrize("arch", ["vit", "deit"])
+def test_fused_attention_gives_the_explicit_paths_logits_and_restores_the_switch(arch, monkeypatch):
+    torch.manual_seed(1)
+    net = build_model(arch, 10, 28, 1, patch_size=4, embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0).eval()
+    with torch.no_grad():  # larger weights than timm's init, so that attention is far from uniform
+        for module in net.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.normal_(std=0.1)
+    attentions = [m for m in net.modules() if isinstance(m, Attention)]
+    attentions[0].fused_attn = False  # a value set before: restored as found, not reset to the default
+    x = torch.randn(8, 1, 28, 28)
+    calls = counting_fused_kernel(monkeypatch)
+    with torch.no_grad():
+        explicit = net(x)  # on CPU: explicit softmax attention (fused_attn None or False)
+        assert not calls
+        with fused_attention(net):
+            fused = net(x)
+        assert len(calls) == 4  # one per block: the switch reached every Attention
+        after = net(x)
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=0)
+    assert torch.equal(after, explicit) and len(calls) == 4  # switched back: explicit again
+    assert [m.fused_attn for m in attentions] == [False, None, None, None]
+
+
+def test_fused_attention_leaves_models_without_plain_attention_alone():
+    convit = model("convit", local_up_to_layer=1)  # block 0 GPSA (no fused form), block 1 plain attention
+    resnet = build_model("resnet8", 10, 8, 1, width=8)
+    with fused_attention(convit), fused_attention(resnet):
+        flags = {type(m).__name__: m.fused_attn for m in convit.modules() if isinstance(m, Attention)}
+    assert flags == {"GatedPositionalAttention": False, "Attention": True}
+
+
+def test_uniform_attention_skips_the_probabilities_and_keeps_the_logits(monkeypatch):
+    net = model("vit")
+    x = torch.randn(5, 1, 8, 8)
+    with torch.no_grad(), uniform_attention(net):
+        explicit, probs = net.forward_with_attention(x)  # the (B, H, T, T) rows of 1/T, then @ v
+        monkeypatch.setattr(Attention, "_attend", lambda *args: pytest.fail("forward built the probabilities"))
+        cheap = net(x)
+    assert all(torch.allclose(p, torch.full_like(p, 1 / 17)) for p in probs)
+    torch.testing.assert_close(cheap, explicit, atol=1e-5, rtol=0)

@@ -157,7 +157,9 @@ def _project(committed: Path, tmp: Path) -> Path:
     tables and figure names, runs rebuilt from its run table (with stand-in weights), this checkout's code
     and dvc.yaml, and a stand-in data manifest."""
     provenance = json.loads((committed / "provenance.json").read_text())
-    (tmp / "params.yaml").write_text(_distill_as_list(provenance["params"]))
+    # a study whose statistics `study rerender` recomputed was rendered with the parameters it recorded
+    rendered_with = provenance.get("rerendered", {}).get("params") or provenance["params"]
+    (tmp / "params.yaml").write_text(_distill_as_list(rendered_with))
     shutil.copy(ROOT / "dvc.yaml", tmp / "dvc.yaml")
     shutil.copytree(ROOT / "study", tmp / "study", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (tmp / "data" / "prepared").mkdir(parents=True)

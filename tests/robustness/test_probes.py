@@ -205,6 +205,55 @@ def test_shuffle_moves_whole_cells_and_keeps_the_pixel_multiset(colour, grid):
     assert not torch.equal(shuffled, images)
 
 
+def intact_share(images: torch.Tensor, probed: torch.Tensor, cell: int) -> float:
+    """Share of the aligned ``cell``×``cell`` cells of ``probed`` that are, byte for byte, a cell of ``images``."""
+    def cells(batch):
+        corners = [(r, c) for r in range(0, batch.shape[1], cell) for c in range(0, batch.shape[2], cell)]
+        return [batch[n, r:r + cell, c:c + cell].numpy().tobytes() for n in range(len(batch)) for r, c in corners]
+    before = set(cells(images))
+    after = cells(probed)
+    return sum(found in before for found in after) / len(after)
+
+
+def test_the_offset_shuffle_permutes_the_pixels_and_breaks_every_patch():
+    # Distinct pixel values, so that a cell's bytes say where it came from: a float ramp in [0, 1), four ways.
+    ramp = (torch.arange(28 * 28, dtype=torch.float32) / (28 * 28)).reshape(1, 28, 28, 1)
+    images = torch.cat([ramp, ramp.flip(1), ramp.flip(2), ramp.transpose(1, 2)] * 5)  # (20, 28, 28, 1)
+    offset = half_cell_offset(28, 7)
+    assert offset == 2  # half of the patch-4 ViT's 4-px cells
+    shuffled = rearrangement(images, 7, seed=3, offset=offset)
+    for image, result in zip(images, shuffled):  # a permutation of the pixels: the same multiset
+        assert torch.equal(result.flatten().sort().values, image.flatten().sort().values)
+    # The aligned 7x7 shuffle moves every 4x4 patch intact; the offset one cuts each patch across four cells, so
+    # an output patch is an input patch only where chance keeps four neighbouring cells together (of 980 here).
+    assert intact_share(images, rearrangement(images, 7, seed=3), 4) == 1.0
+    assert intact_share(images, shuffled, 4) < 0.02
+
+
+def test_the_offset_shuffle_is_the_aligned_shuffle_of_the_rolled_image_rolled_back(grey):
+    permutation = torch.randperm(49, generator=torch.Generator().manual_seed(4))  # one fixed permutation
+    offset = half_cell_offset(28, 7)
+    expected = permute_cells(grey.roll((-offset, -offset), dims=(1, 2)), 7, permutation).roll((offset, offset),
+                                                                                              dims=(1, 2))
+    assert torch.equal(permute_cells(grey, 7, permutation, offset=offset), expected)
+    # The probe applies the offset stream's permutations, not the aligned shuffle's.
+    drawn = cell_permutations(len(grey), 7, seed=5, offset=offset)
+    assert not torch.equal(drawn, cell_permutations(len(grey), 7, seed=5))
+    expected = torch.stack([permute_cells(image[None], 7, perm, offset=offset)[0] for image, perm in zip(grey, drawn)])
+    assert torch.equal(rearrangement(grey, 7, seed=5, offset=offset), expected)
+
+
+def test_offset_cells_wrap_around_the_border_known_answer():
+    # 4x4 image, 2x2 grid moved 1 px: the cells are rows/columns {1, 2} and {3, 0} (wrapping). Swapping the two
+    # cells of the middle rows (0 and 1) rolls those rows by 2 px; rows 0 and 3 keep their pixels.
+    image = torch.arange(16, dtype=torch.uint8).reshape(1, 4, 4, 1)
+    swapped = permute_cells(image, 2, torch.tensor([1, 0, 2, 3]), offset=1)
+    expected = torch.tensor([[0, 1, 2, 3], [6, 7, 4, 5], [10, 11, 8, 9], [12, 13, 14, 15]], dtype=torch.uint8)
+    assert torch.equal(swapped[0, :, :, 0], expected)
+    with pytest.raises(StudyError, match="offset 2 px must be an integer in \\[0, 2\\) for 2x2-px cells"):
+        rearrangement(image, 2, seed=0, offset=2)
+
+
 # --------------------------------------------------------------------------------------------------
 # Identity, seeds, batching: every probe
 # --------------------------------------------------------------------------------------------------
@@ -224,6 +273,7 @@ SEEDED_PROBES = {
     "occlusion": lambda images, seed, start=0: occlusion(images, 0.4, seed, grid=4, start=start),
     "occlusion offset": lambda images, seed, start=0: occlusion(images, 0.4, seed, grid=4, offset=2, start=start),
     "rearrangement": lambda images, seed, start=0: rearrangement(images, 4, seed, start=start),
+    "rearrangement offset": lambda images, seed, start=0: rearrangement(images, 4, seed, start=start, offset=4),
     **{f"corruption {name}": (lambda images, seed, start=0, name=name: corrupt(images, name, 3, seed, start))
        for name in CORRUPTIONS},
 }

@@ -19,11 +19,12 @@ import yaml
 from study.robustness import contrasts as R
 from study.robustness.scoring import CLEAN, conditions, predict, probe_set, score_runs
 from study.core.config import INPUT_SHAPES, load_params, parse_params
-from study.robustness.grids import check_robustness, occlusion_grid, rearrangement_grids
+from study.robustness.grids import (check_robustness, occlusion_grid, plan_scoring, planned_claims, probe_settings,
+                                    rearrangement_grids, scored_conditions)
 from study.core.errors import StudyError
 
 from study.presets import preset_params
-from tests.conftest import dvc, load_study, study_files
+from tests.conftest import dvc, load_study, study_files, study_raw
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = preset_params(ROOT, "smoke")  # the presets, merged over params.yaml
@@ -64,6 +65,11 @@ def robustness(raw: dict, **sections) -> dict:
     ({"occlusion": {"grid": 7}}, "analysis.robustness.occlusion.grid = 7: model 'vit' cuts the 28-px images into a "
                                  "4x4 grid of 7-px patches; set 4"),
     ({"rearrangement": {"grids": [2, 7, 14]}}, "analysis.robustness.rearrangement.grids = [2, 7, 14]: add 4"),
+    ({"rearrangement": {"grids": [2, 4], "offset_grids": [7]}},
+     "analysis.robustness.rearrangement.offset_grids = [7]: 7 is not one of the shuffle grids [2, 4]; add it to "
+     "analysis.robustness.rearrangement.grids or drop it here"),
+    ({"rearrangement": {"grids": [2, 4, 14], "offset_grids": [4, 4]}},
+     "analysis.robustness.rearrangement.offset_grids = [4, 4]: duplicate"),
     ({"images": 0}, "analysis.robustness.images = 0"),
     ({"colour": True}, "unknown key 'analysis.robustness.colour'"),
 ])
@@ -72,6 +78,96 @@ def test_bad_robustness_params_give_one_line_errors(sections, expected):
         validated(robustness(QUICK, **sections), source="params.yaml")
     message = str(err.value)
     assert expected in message and "\n" not in message and message.startswith("params.yaml: ")
+
+
+def test_an_offset_grid_needs_cells_of_two_px():
+    raw = robustness(SMOKE, rearrangement={"grids": [2, 4, 8], "offset_grids": [4, 8]})  # 8 px: 8x8 cells of 1 px
+    with pytest.raises(StudyError, match=r"^smoke: analysis.robustness.rearrangement.offset_grids = \[4, 8\]: the "
+                                         r"8x8 grid's cells are 1 px, too small to move by half a cell; drop 8"):
+        validated(raw, source="smoke")
+
+
+def plan_claim(raw: dict, index: int, **fields) -> dict:
+    """``raw`` with fields of ``analysis.plan.claims[index]`` replaced."""
+    raw = copy.deepcopy(raw)
+    raw["analysis"]["plan"]["claims"][index].update(fields)
+    return raw
+
+
+DEFAULT = load_study("params.yaml")  # the default study, as parsed
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda raw: robustness(raw, rearrangement={"grids": [2, 4, 7]}),
+     "analysis.plan.claims[1].control = [rearrangement, offset, 7]: the robustness stage does not score it; add 7 "
+     "to analysis.robustness.rearrangement.offset_grids (and to its grids), or change the claim"),
+    (lambda raw: robustness(raw, translation={"shifts": [1, 2, 4]}),
+     "analysis.plan.claims[5].control = [translation, x, 8]: the robustness stage does not score it; add 8 to "
+     "analysis.robustness.translation.shifts, or change the claim"),
+    (lambda raw: plan_claim(raw, 2, condition=["occlusion", "aligned", 0.6]),
+     "analysis.plan.claims[2].condition = [occlusion, aligned, 0.6]: the robustness stage does not score it; add "
+     "0.6 to analysis.robustness.occlusion.shares"),
+    (lambda raw: plan_claim(raw, 2, control=["occlusion", "shifted", 0.5]),
+     "analysis.plan.claims[2].control = [occlusion, shifted, 0.5]: the robustness stage does not score it; the "
+     "variants of occlusion are aligned, offset, or change the claim"),
+    (lambda raw: plan_claim(raw, 0, condition=["corruption", "fog", 2]),
+     "analysis.plan.claims[0].condition = [corruption, fog, 2]: the robustness stage does not score it; add fog to "
+     "analysis.robustness.corruptions.names and 2 to its severities"),
+    (lambda raw: plan_claim(raw, 0, arm="resnet@uniform", against="vit"),
+     "analysis.plan.claims[0].arm = 'resnet@uniform': model 'resnet' (arch resnet8) has no uniform-attention "
+     "variant"),
+])
+def test_a_claim_the_stage_does_not_score_gives_a_one_line_error(change, expected):
+    raw = change(study_raw("params.yaml"))
+    with pytest.raises(StudyError) as err:
+        validated(raw, source="params.yaml")
+    message = str(err.value)
+    assert message.startswith("params.yaml: ") and expected in message and "\n" not in message
+
+
+def test_the_plan_scores_its_claims_conditions_for_the_models_the_study_trains():
+    models, uniform, keys = plan_scoring(DEFAULT)
+    assert models == ("vit", "resnet") and uniform == ()
+    # clean, the 7x7 shuffle and its offset, occlusion at 50/75/90% aligned and offset, 4 and 8 px along x and y
+    assert len(keys) == 13 and keys[0] == ("clean", "clean", 0.0)
+    assert ("rearrangement", "offset", 7.0) in keys and ("translation", "y", 8.0) in keys
+    # A claim whose model is defined but not trained is skipped (as analysis.controls.pairs), even with a
+    # condition the stage does not score; one naming a variant adds that variant for its model's runs only.
+    raw = study_raw("params.yaml")
+    raw["models"]["mlp"] = {"arch": "mlp"}
+    raw["analysis"]["plan"]["claims"] += [
+        {"name": "mlp", "claim": "x", "arm": "mlp", "against": "vit", "condition": ["occlusion", "aligned", 0.6]},
+        {"name": "attention", "claim": "y", "arm": "deit@uniform", "against": "deit",
+         "condition": ["rearrangement", "shuffle", 4]}]
+    params = validated(raw)
+    assert [i for i, _ in planned_claims(params)] == [0, 1, 2, 3, 4, 5, 6, 8]
+    models, uniform, keys = plan_scoring(params)
+    assert models == ("vit", "resnet", "deit") and uniform == ("deit",) and len(keys) == 14
+    raw["analysis"]["plan"] = None
+    assert plan_scoring(validated(raw)) == ((), (), ())
+
+
+@pytest.mark.parametrize("name", study_files())
+def test_the_conditions_a_claim_may_name_are_those_the_stage_scores(name):
+    params = load_study(name)
+    assert scored_conditions(params) == {c.key for c in conditions(**probe_settings(params))}
+
+
+def test_the_default_study_shifts_by_8_px_and_shuffles_7x7_off_the_grid_too():
+    check_robustness(DEFAULT, "params.yaml")
+    keys = {c.key for c in conditions(**probe_settings(DEFAULT))}
+    assert {("translation", d, 8.0) for d in ("x", "y", "diagonal")} <= keys
+    assert ("rearrangement", "offset", 7.0) in keys and ("rearrangement", "offset", 4.0) not in keys
+
+
+def test_the_uniform_variant_archs_are_those_the_switch_accepts():
+    from study.models import MODEL_NAMES, build_model
+    from study.models.ablations import has_uniform_variant
+    from study.robustness.grids import UNIFORM_ARCHS
+
+    assert set(UNIFORM_ARCHS) <= set(MODEL_NAMES)
+    for arch in ("vit", "deit", "convit", "vit_convstem", "resnet8", "swin", "mlp"):
+        assert has_uniform_variant(build_model(arch, 10, 28, 1)) == (arch in UNIFORM_ARCHS), arch
 
 
 def test_a_corruption_the_image_is_too_small_for_is_rejected_up_front():
@@ -110,24 +206,44 @@ def test_every_preset_probes_the_vits_patch_grid():
         # presets probe 500 (8 and 9 arms in their hour; 2.0 points), as their headers say.
         least = 500 if name.startswith(("priors", "controls")) else 1000
         assert r.images >= least and r.occlusion.offset, name
-        # Occlusion up to 90% draws the whole curve; the controls preset scores only the shares its report reads:
-        # Naseer et al.'s 50% and the contrasts' 75%, each on the grid and off it.
+        # Occlusion up to 90% draws the whole curve; the controls preset scores only the shares its report and the
+        # plan read: Naseer et al.'s 50%, the contrasts' 75% and the plan's 90%, each on the grid and off it.
         if name.startswith("controls"):
-            assert {0.5, 0.75} <= set(r.occlusion.shares), name
+            assert {0.5, 0.75, 0.9} <= set(r.occlusion.shares), name
         else:
             assert max(r.occlusion.shares) >= 0.9, name
+
+
+def test_every_preset_scores_the_conditions_its_plan_names():
+    """check_robustness on every preset as merged: each plan claim's condition and control is one the stage scores
+    (a preset that inherits the default's plan on other images or grids must declare its own), and every
+    controlled claim's control differs from its condition in the way its words say (same probe)."""
+    from study.robustness.grids import check_robustness
+
+    planned = 0
+    for name in study_files():
+        params = load_study(name)
+        check_robustness(params, name)
+        plan = params.analysis.plan
+        for claim in plan.claims if plan else ():
+            planned += 1
+            if claim.control is not None:
+                assert claim.control[0] == claim.condition[0] and claim.control_means, (name, claim.name)
+    assert planned > 0
 
 
 def test_without_a_robustness_section_the_grid_is_the_vits_patch_grid():
     # The section is optional: without it every probe takes its default, the grids following the ViT's patches.
     raw = copy.deepcopy(QUICK)
     del raw["analysis"]["robustness"]
+    raw["analysis"].pop("plan", None)  # its claims name conditions of params.yaml's section (tested below)
     assert occlusion_grid(validated(raw)) == 4
     assert rearrangement_grids(validated(raw)) == (2, 4, 7, 14)  # cells of 14, 7, 4 and 2 px
     raw["models"]["vit"]["arch_args"]["patch_size"] = raw["models"]["deit"]["arch_args"]["patch_size"] = 4
     assert occlusion_grid(validated(raw)) == 7  # the default study's patch-4 ViT
     digits = copy.deepcopy(SMOKE)  # 8-px images, patch 2: grids of 4 and 2 px cells
     del digits["analysis"]["robustness"]
+    digits["analysis"].pop("plan", None)
     assert occlusion_grid(validated(digits)) == 4 and rearrangement_grids(validated(digits)) == (2, 4)
     digits["models"]["vit"]["arch_args"]["patch_size"] = digits["models"]["deit"]["arch_args"]["patch_size"] = 1
     assert rearrangement_grids(validated(digits)) == (2, 4, 8)  # with the 1-px patches' 8x8 grid
@@ -149,6 +265,21 @@ def test_study_check_prints_the_one_line_error(tmp_path):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
     assert "analysis.robustness.occlusion: a 3x3 grid does not divide the 28x28 image" in result.stderr
+
+
+def test_the_statistics_and_the_probe_names_import_no_torch():
+    # The controls stage reads the robustness tables through study.robustness.contrasts: the names of the probes
+    # and the corruption errors are plain data and arithmetic, so importing them must not start torch (seconds).
+    code = ("import sys, study.robustness.contrasts, study.robustness.figures; print(sorted(m for m in ('torch', "
+            "'study.models', 'study.robustness.probes', 'study.robustness.scoring') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr
+    import study.robustness as names
+    from study.robustness import scoring
+
+    for name in ("CLEAN", "OCCLUSION", "REARRANGEMENT", "TRANSLATION", "CORRUPTION", "ALIGNED", "OFFSET", "SHUFFLE",
+                 "DIRECTIONS", "LEVEL_NAMES", "PROBES"):
+        assert getattr(scoring, name) is getattr(names, name), name  # the old imports keep working
 
 
 # --- statistics on synthetic tables ------------------------------------------------------------------------------
@@ -374,6 +505,9 @@ def test_uniform_attention_variants_are_scored_for_vits_only_and_leave_the_runs_
                          torch.autocast("cpu", enabled=False))
     clean = both[(both["model"] == "vit@uniform") & (both["probe"] == CLEAN)].iloc[0]
     assert clean["correct"] == int((direct.numpy() == labels).sum())
+    named, _, _ = score_runs(models, images, labels, probes, 10, torch.device("cpu"), uniform={"vit"})
+    assert set(named["model"]) == {"resnet", "vit", "deit", "vit@uniform"}  # the named model's variant only
+    pd.testing.assert_frame_equal(named[named["model"] != "vit@uniform"].reset_index(drop=True), plain)
 
 
 def test_variants_carry_their_runs_facts_and_are_contrasted_with_their_run_only():
@@ -393,6 +527,26 @@ def test_conditions_list_each_level_once_and_leave_level_zero_to_the_clean_image
     assert sum(k[0] == "occlusion" for k in keys) == 2 and sum(k[0] == "rearrangement" for k in keys) == 3
     assert sum(k[0] == "translation" for k in keys) == 6 and sum(k[0] == "corruption" for k in keys) == 2
     assert "moved 3 px" in next(c.detail for c in probes if c.variant == "offset")
+
+
+def test_the_throughput_script_times_each_path_and_adds_up_the_stage():
+    from study.robustness import throughput as T
+
+    models = {name: model for (name, _, _), (model, _) in tiny_models(seeds=(0,)).items()}
+    images = torch.zeros((10, 8, 8, 1), dtype=torch.uint8)
+    rates = T.measure(models, images, batch_size=10, batches=1, repeats=2)
+    assert set(rates["resnet"]) == {T.CNN}
+    assert set(rates["vit"]) == set(rates["deit"]) == {T.EXPLICIT, T.FUSED, T.PROBABILITIES, T.MEAN}
+    assert rates["vit"][T.EXPLICIT]["ratio"] == 1.0 and rates["vit"][T.FUSED]["images_per_second"] > 0
+    # The default study at known rates: 37 conditions x 1,000 images per run and variant, and the plan's 13 x 10,000
+    # for vit and resnet; 15 runs each; 2 s to make each worker's images; 2 workers.
+    known = {"resnet": {T.CNN: 10000.0}, "vit": {T.FUSED: 3000.0, T.MEAN: 5000.0},
+             "deit": {T.FUSED: 3000.0, T.MEAN: 5000.0}}
+    known = {name: {path: {"images_per_second": rate} for path, rate in paths.items()} for name, paths in known.items()}
+    cpu = (15 * 37000 / 10000 + 15 * 130000 / 10000 + 2 * (15 * 37000 / 3000 + 15 * 37000 / 5000)
+           + 15 * 130000 / 3000 + 2 * 2.0)
+    wall, lines = T.estimate(DEFAULT, known, (1.5, 0.5), 2)
+    assert wall == pytest.approx(cpu / 2) and lines[-1].startswith(f"scoring: {cpu:,.0f} CPU-seconds")
 
 
 def test_worker_processes_give_the_same_tables_as_one(tmp_path):
@@ -461,7 +615,8 @@ def test_the_stage_writes_its_tables_and_figures(tmp_path):
     params_path, runs_dir, prepared = fabricated_study(tmp_path)
     params = load_params(params_path)
     summary = stage.run(params, runs_dir, prepared, tmp_path / "figures", tmp_path / "tables")
-    assert summary.startswith("robustness: 18 runs (+12 with uniform attention) x ")
+    assert summary.startswith("robustness: 18 runs (+12 with uniform attention) x 48 conditions x 360 images; "
+                              "plan: 12 runs x 7 conditions x 360 images (")
     tables, figures = tmp_path / "tables", tmp_path / "figures"
     for name in ("probe_set", "probe_images", "robustness_runs", "robustness", "contrasts_accuracy",
                  "contrasts_retained", "consistency", "contrasts_consistency", "contrast_trends", "winner_flips",
@@ -472,7 +627,20 @@ def test_the_stage_writes_its_tables_and_figures(tmp_path):
             assert (figures / f"{name}{suffix}").stat().st_size > 0, (name, suffix)
     recorded = pd.read_csv(tables / "probe_set.csv").iloc[0]
     assert (recorded["images"], recorded["image_seed"], recorded["test_images"]) == (360, 0, 360)
+    # The smoke plan: its 7 conditions (clean, then its claims' and controls') for vit's and resnet's runs only, on
+    # analysis.plan.images (2,000: the whole 360), in robustness_runs' layout and with its numbers where they meet.
+    planned = pd.read_csv(tables / "probe_set.csv").set_index("scoring").loc["plan"]
+    assert (planned["images"], planned["runs"], planned["conditions"], planned["uniform_attention"]) == \
+        (360, 12, 7, "none")
+    plan = pd.read_csv(tables / "plan_runs.csv")
     runs = pd.read_csv(tables / "robustness_runs.csv")
+    assert list(plan.columns) == list(runs.columns) and set(plan["images"]) == {360}
+    assert set(plan["model"]) == {"vit", "resnet"} and len(plan) == 12 * 7
+    assert ("rearrangement", "offset", 4.0) in set(zip(plan["probe"], plan["variant"], plan["level"]))
+    keys = ["model", "fraction", "seed", "probe", "variant", "level"]
+    both = plan.merge(runs, on=keys, suffixes=("", "_all"))
+    assert len(both) == len(plan) and (both["correct"] == both["correct_all"]).all()  # same images, same scores
+    assert "plan: scoring with vit" in set(pd.read_csv(tables / "cost.csv")["part"])
     assert set(runs["images"]) == {360} and set(runs["image_seed"]) == {0}
     contrasts = pd.read_csv(tables / "contrasts_accuracy.csv")
     assert set(contrasts["comparison"]) == {"vit - resnet", "deit - resnet", "vit@uniform - vit",
@@ -490,6 +658,31 @@ def test_the_stage_writes_its_tables_and_figures(tmp_path):
     # 18 runs of untrained models: the untrained resnet of each seed is the same at both fractions.
     headline = pd.read_csv(tables / "headline.csv")
     assert list(dict.fromkeys(headline["condition"])) == ["clean", "50% occluded", "4x4 shuffle", "2-px shift"]
+
+
+def test_without_a_plan_the_stage_scores_nothing_more(tmp_path):
+    import study.robustness.stage as stage
+
+    params_path, runs_dir, prepared = fabricated_study(tmp_path)
+    raw = yaml.safe_load(params_path.read_text())
+    raw["analysis"]["plan"] = None
+    raw["analysis"]["robustness"].update(images=40, corruptions={"names": [], "severities": []})  # quick
+    params_path.write_text(yaml.safe_dump(raw))
+    summary = stage.run(load_params(params_path), runs_dir, prepared, tmp_path / "figures", tmp_path / "tables")
+    assert "; plan:" not in summary and not (tmp_path / "tables" / "plan_runs.csv").exists()
+    assert list(pd.read_csv(tmp_path / "tables" / "probe_set.csv")["scoring"]) == ["exploratory"]
+
+
+def test_a_categorical_axis_places_each_variants_level_where_the_other_variant_has_it():
+    from study.robustness.figures import probe_figure
+
+    rows = [{"model": "vit", "fraction": 1.0, "train_images": 100, "probe": "rearrangement", "variant": variant,
+             "level": level, "top1_mean": 0.5, "top1_ci_low": 0.4, "top1_ci_high": 0.6}
+            for variant, levels in (("shuffle", (0.0, 2.0, 4.0, 7.0)), ("offset", (0.0, 7.0))) for level in levels]
+    figure = probe_figure(pd.DataFrame(rows), "rearrangement", "cells per side", 0.95, categorical=True)
+    lines = {line.get_label(): (list(line.get_xdata()), line.get_linestyle()) for line in figure.axes[0].get_lines()}
+    # 7x7 at the fourth place for both; the grid's own shuffle solid, its offset control dashed (the caption's words)
+    assert lines == {"vit, shuffle": ([0, 1, 2, 3], "-"), "vit, offset": ([0, 3], "--")}
 
 
 # --- the report's sentences ----------------------------------------------------------------------------------------
@@ -567,14 +760,19 @@ def test_the_report_renders_the_section_from_the_stage_tables(tmp_path):
     tables = read_robustness(tmp_path / "tables")
     findings = robustness_findings(tables)
     assert findings[0].startswith("All 18 runs are probed on the same 360 test images (the whole test set), drawn "
-                                  "with seed 0, under 47 conditions: the clean images, occlusion (patch grid, offset "
-                                  "grid: 10%, 30%, 50%, 70%, 90%); patch shuffle (2x2, 4x4, 8x8); shift (along x, "
-                                  "along y, diagonally: 1 px, 2 px, 3 px, 4 px); corruption (brightness, canny edges, fog, "
-                                  "motion blur, rotate, shot noise, zigzag: severity 1, severity 3, severity 5)")
+                                  "with seed 0, under 48 conditions: the clean images, occlusion (patch grid, offset "
+                                  "grid: 10%, 30%, 50%, 70%, 90%); patch shuffle (2x2, 4x4, 8x8; offset grid: 4x4); "
+                                  "shift (along x, along y, diagonally: 1 px, 2 px, 3 px, 4 px); corruption (brightness, "
+                                  "canny edges, fog, motion blur, rotate, shot noise, zigzag: severity 1, severity 3, "
+                                  "severity 5)")
+    # The smoke plan's 7 conditions (4 claims' conditions and controls, and clean) for vit's and resnet's 12 runs.
+    assert findings[0].endswith("The analysis plan's 7 conditions are scored again for its models' 12 runs on 360 test "
+                                "images (the whole test set), drawn with the same seed (plan_runs); the intervals below "
+                                "are those of the 360 images, exploratory.")
     contrasts = pd.read_csv(tmp_path / "tables" / "contrasts_accuracy.csv")
-    # two comparisons with the CNN and two variants' with their runs, 2 fractions, 47 conditions
-    assert len(contrasts) == 4 * 2 * 47 and (contrasts["level"] > 0).sum() == 4 * 2 * 46  # no level-0 duplicates
-    assert any("top-1 (Holm-adjusted): vit is detectably ahead in " in s and " of 92 probed cells" in s
+    # two comparisons with the CNN and two variants' with their runs, 2 fractions, 48 conditions
+    assert len(contrasts) == 4 * 2 * 48 and (contrasts["level"] > 0).sum() == 4 * 2 * 47  # no level-0 duplicates
+    assert any("top-1 (Holm-adjusted): vit is detectably ahead in " in s and " of 94 probed cells" in s
                for s in findings)
     assert any(s.startswith("vit − resnet, 50% occluded: at 650 images ") for s in findings)
     assert any(s.startswith("deit's mean corruption error against resnet") for s in findings)

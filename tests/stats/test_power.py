@@ -1,11 +1,10 @@
-"""Power of the paired t-test over seeds, and of the pooled model: textbook values and simulation."""
+"""Power of the t-test over seeds, at one fraction and pooled over fractions: textbook values and simulation."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy import stats
 
@@ -45,42 +44,23 @@ def test_a_family_asks_for_more_seeds_at_the_bonferroni_level():
         P.paired_power(5, 0.05, 0.0)
 
 
-def test_the_pooled_model_power():
-    # independent observations: the same as one t-test on n·k values, with df = n·k − 2
-    assert P.pooled_power(4, 3, 0.05, 0.05) == pytest.approx(
-        P._power(0.05, 0.05 / math.sqrt(12), 10, 0.05))
-    # pooling fractions needs fewer seeds than one fraction's test
-    assert P.pooled_seeds_for_power(3, 0.05, 0.05) < P.seeds_for_power(0.05, 0.05)
-    # a seed effect shared across fractions costs power, and with all the variance between seeds pooling over
-    # fractions gains nothing: the test is then one on n seed means
-    assert P.pooled_power(5, 3, 0.05, 0.05, between_share=0.5) < P.pooled_power(5, 3, 0.05, 0.05)
-    assert P.pooled_power(5, 3, 0.05, 0.05, between_share=1.0) == pytest.approx(P.paired_power(5, 0.05, 0.05))
-    n = P.pooled_seeds_for_power(3, 0.05, 0.05, family=2, between_share=0.3)
-    assert P.pooled_power(n, 3, 0.05, 0.05, family=2, between_share=0.3) >= 0.8
-    assert P.pooled_power(n - 1, 3, 0.05, 0.05, family=2, between_share=0.3) < 0.8
-
-
-def test_the_pooled_model_power_matches_a_simulation():
-    """Random intercept per seed (ρ = 0.4), 5 seeds x 3 fractions: the share of mixed-model-style tests (paired
-    t-test on the seeds' means, df n − 1: what the balanced mixed model's intercept test is) that reject."""
+def test_power_from_the_seed_level_sd_matches_a_simulation_with_a_seed_effect():
+    """Random intercept per seed (ρ = 0.5), 5 seeds x 3 fractions, a t-test on the seeds' means: its power is that
+    of paired_power with the SD of a seed's mean, √(ρσ² + (1 − ρ)σ²/k), not σ/√k (the fractions taken as
+    independent), which overstates it."""
     rng = np.random.default_rng(1)
-    n, k, effect, sd, rho, trials = 5, 3, 0.03, 0.04, 0.4, 20_000
+    n, k, effect, sd, rho, trials = 5, 3, 0.03, 0.04, 0.5, 20_000
     seed_part = rng.normal(0, sd * math.sqrt(rho), size=(trials, n, 1))
     within = rng.normal(0, sd * math.sqrt(1 - rho), size=(trials, n, k))
     means = (effect + seed_part + within).mean(axis=2)
     t = means.mean(axis=1) / (means.std(axis=1, ddof=1) / math.sqrt(n))
     simulated = np.mean(np.abs(t) > stats.t.ppf(0.975, n - 1))
-    assert P.pooled_power(n, k, effect, sd, between_share=rho) == pytest.approx(simulated, abs=0.01)
+    seed_sd = sd * math.sqrt(rho + (1 - rho) / k)
+    assert P.paired_power(n, effect, seed_sd) == pytest.approx(simulated, abs=0.01)
+    assert P.paired_power(n, effect, sd / math.sqrt(k)) > simulated + 0.1
 
 
-def test_the_pooled_sd_and_the_sd_behind_an_interval():
-    frame = pd.DataFrame({"fraction": [0.1] * 3 + [0.2] * 4 + [0.4],
-                          "diff": [0.0, 0.1, 0.2, 1.0, 1.1, 1.3, 1.2, 5.0]})
-    sd, df = P.pooled_sd(frame)
-    a, b = np.array([0.0, 0.1, 0.2]), np.array([1.0, 1.1, 1.3, 1.2])
-    assert df == 5  # the single value at 0.4 contributes nothing
-    assert sd == pytest.approx(math.sqrt((((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) / 5))
-    assert math.isnan(P.pooled_sd(frame.iloc[[0, 3, 7]])[0])
+def test_the_sd_behind_an_interval():
     # backing the SD out of a t-interval inverts study.stats.intervals.t_interval
     from study.stats.intervals import t_interval
 
@@ -92,6 +72,4 @@ def test_the_pooled_sd_and_the_sd_behind_an_interval():
 def test_power_is_defined_far_in_the_tail():
     """scipy's noncentral t returns NaN for the negligible lower tail at some noncentralities (about 10 with 13
     degrees of freedom): the power is then the upper tail alone, not NaN."""
-    from study.stats.power import pooled_power
-
-    assert pooled_power(3, 5, 0.05, 0.019) == pytest.approx(1.0, abs=1e-9)
+    assert P.paired_power(14, 0.05, 0.019) == pytest.approx(1.0, abs=1e-9)

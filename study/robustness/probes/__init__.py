@@ -15,15 +15,18 @@ probe                       level                                  source
 :func:`corrupt`             corruption name, severity 0–5          Mu & Gilmer 2019 (MNIST-C); H&D 2019
 ==========================  =====================================  ===========================================
 
+Occlusion and rearrangement also take an ``offset``: the same grid moved that many px right and down, so that its
+cells straddle the ViT's patches (the off-grid controls of the aligned probes).
+
 Plus :func:`prediction_change` (share of predictions a 1-px shift changes), :func:`mce` (mean corruption
 error against a baseline model, Hendrycks & Dietterich 2019) and :func:`check_probe_settings` (the
 validation the params layer runs first). ``docs/robustness.md`` describes each probe and its levels.
 """
 
+from study.robustness.corruption_error import corruption_errors, mce  # table arithmetic, kept outside (no torch)
 from study.robustness.probes.corruptions import CORRUPTIONS, MNIST_C, SEEDED, SEVERITIES, corrupt
 from study.robustness.probes.grid import (cell_map, cell_permutations, half_cell_offset, hidden_count, occlusion,
                                         permute_cells, rearrangement)
-from study.robustness.probes.scores import corruption_errors, mce
 from study.robustness.settings import check_probe_settings
 from study.robustness.probes.shift import prediction_change, translation
 from study.robustness.probes.streams import ImageStreams

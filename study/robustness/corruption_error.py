@@ -11,6 +11,9 @@ For model ``f``, corruption ``c`` and severities ``s`` (1–5), with ``E`` the t
 
 H&D's baseline is AlexNet and they print CE × 100; this study's baseline is the ResNet, and values stay
 ratios: 1 is as robust as the baseline, below 1 more robust. The baseline scores exactly 1.
+
+Arithmetic on a table of errors, no probe or model code: outside :mod:`study.robustness.probes` (which re-exports
+it) so that :mod:`study.robustness.contrasts`, and the controls stage that reads it, import no torch.
 """
 
 from __future__ import annotations

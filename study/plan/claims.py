@@ -1,0 +1,219 @@
+"""The plan's statistics: every claim's tests from the per-run robustness tables, one Holm family across all of
+them, a verdict per test and per claim, and what the seeds could detect.
+
+Input: tables of one row per run and condition (``model``, ``fraction``, ``seed``, ``probe``, ``variant``, ``level``,
+``top1`` a share, ``images``, ``train_images`` and the run's convergence flags: the robustness stage's
+``plan_runs`` scored on the plan's images, then its exploratory ``robustness_runs``). A test takes its rows from
+the first table that scored both of its models under its condition, and records how many images that was.
+
+Each claim gives one test, or three with a control (:mod:`study.plan`):
+
+- ``contrast``: ``arm − against`` under the claim's condition;
+- ``control``: the same under the control;
+- ``interaction``: per fraction and seed, the contrast under the condition minus the one under the control.
+
+Every test is one value per seed (its mean over the fractions, :func:`study.stats.trend.trend_fit`), tested with
+``seeds − 1`` degrees of freedom. The family is every test of every claim, adjusted by Holm at ``plan.alpha``
+(:func:`study.stats.intervals.holm_levels`); power is that of the first-ranked test (``α / K``, conservative) to
+detect the claim's smallest effect of interest at the seed-level SD, with the seeds that 80% power would need.
+Everything is in points of top-1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from study.core.config import ClaimParams, PlanParams
+from study.plan import CONTRAST, CONTROL, INTERACTION
+from study.robustness import condition_label
+from study.stats.intervals import holm_levels, holm_p, t_bounds
+from study.stats.power import paired_power, seeds_for_power
+from study.stats.trend import trend_fit
+from study.stats.verdicts import UNDEFINED, classify, scope, scope_words, words
+
+Condition = tuple[str, str, float]
+KEYS = ["probe", "variant", "level"]
+_DIFF = ["fraction", "train_images", "seed", "diff", "flagged", "images"]
+
+
+def _rows(table: pd.DataFrame, model: str, condition: Condition) -> pd.DataFrame:
+    probe, variant, level = condition
+    at = (table["model"] == model) & (table["probe"] == probe) & (table["variant"] == variant) & \
+         (table["level"] == float(level))
+    return table[at]
+
+
+def paired(tables: list[pd.DataFrame], arm: str, against: str, condition: Condition) -> pd.DataFrame:
+    """``arm − against`` in points of top-1 per fraction and seed under ``condition``, from the first of ``tables``
+    that scored both models there (same images, same seed's runs); ``flagged``: either run still improving at its
+    end or on the step floor; ``images``: how many test images the condition was scored on. Empty where no table
+    has both."""
+    for table in tables:
+        a, b = _rows(table, arm, condition), _rows(table, against, condition)
+        if a.empty or b.empty:
+            continue
+        keys = ["fraction", "seed"]
+        both = a.merge(b, on=keys, suffixes=("_a", "_b"), validate="one_to_one")
+        flags = [f"{flag}_{side}" for flag in ("under_trained", "step_bound") for side in "ab"]
+        return pd.DataFrame({
+            "fraction": both["fraction"], "train_images": both["train_images_a"].astype(int), "seed": both["seed"],
+            "diff": 100 * (both["top1_a"] - both["top1_b"]), "flagged": both[flags].astype(bool).any(axis=1),
+            "images": both["images_a"].astype(int)})
+    return pd.DataFrame(columns=_DIFF)
+
+
+def interaction(on: pd.DataFrame, off: pd.DataFrame) -> pd.DataFrame:
+    """Per fraction and seed, the contrast under the condition minus the one under the control (points)."""
+    both = on.merge(off, on=["fraction", "seed"], suffixes=("", "_off"), validate="one_to_one")
+    return both.assign(diff=both["diff"] - both["diff_off"], flagged=both["flagged"] | both["flagged_off"],
+                       images=np.minimum(both["images"], both["images_off"]))[_DIFF]
+
+
+def condition_words(condition: Condition | None) -> str:
+    """A condition as the tables print it (:func:`study.robustness.condition_label`); "" for none."""
+    return "" if condition is None else condition_label(*condition)
+
+
+def smallest_effect(plan: PlanParams, claim: ClaimParams) -> float:
+    """The claim's smallest effect of interest in points: the clean one on the clean images, else the
+    robustness one (an interaction under a probe is a robustness effect too)."""
+    share = plan.effects.clean if claim.condition[0] == "clean" else plan.effects.robustness
+    return 100 * share
+
+
+def _tests(tables: list[pd.DataFrame], claim: ClaimParams) -> list[tuple[str, Condition | None, pd.DataFrame]]:
+    on = paired(tables, claim.arm, claim.against, claim.condition)
+    if claim.control is None:
+        return [(CONTRAST, claim.condition, on)]
+    off = paired(tables, claim.arm, claim.against, claim.control)
+    return [(CONTRAST, claim.condition, on), (CONTROL, claim.control, off),
+            (INTERACTION, None, interaction(on, off) if len(on) and len(off) else pd.DataFrame(columns=_DIFF))]
+
+
+TEST_COLUMNS = ["claim", "test", "comparison", "condition", "images", "seeds", "fractions", "mean", "se", "ci_low",
+                "ci_high", "adj_low", "adj_high", "adj_confidence", "p", "p_holm", "df", "seed_sd",
+                "seed_variance_share", "slope_per_decade", "slope_ci_low", "slope_ci_high", "smallest_effect",
+                "direction", "verdict", "bound", "power", "seeds_needed", "flagged_pairs"]
+
+
+def judge_tests(tables: list[pd.DataFrame], plan: PlanParams) -> pd.DataFrame:
+    """One row per test of the plan (:data:`TEST_COLUMNS`, points of top-1): the mean over seeds of each seed's
+    contrast over the fractions, its raw ``1 − alpha`` interval and its Holm-adjusted one across every test of the
+    plan, the verdict against the claim's smallest effect (the control's contrast in no direction: what it is
+    asked is whether it is small), and the power of the family's first-ranked test at the observed seed-level
+    SD with the seeds ``plan.power`` would need. A test whose models or condition the study lacks is in the table
+    with NaN values and verdict "undefined", outside the family."""
+    rows = []
+    for claim in plan.claims:
+        effect = smallest_effect(plan, claim)
+        for test, condition, diffs in _tests(tables, claim):
+            label = condition_words(condition) if condition else \
+                f"{condition_words(claim.condition)} − {condition_words(claim.control)}"
+            row = {"claim": claim.name, "test": test, "comparison": f"{claim.arm} - {claim.against}",
+                   "condition": label, "smallest_effect": effect,
+                   "direction": 0 if test == CONTROL else claim.direction,
+                   "images": int(diffs["images"].min()) if len(diffs) else 0,
+                   "flagged_pairs": int(diffs["flagged"].sum()) if len(diffs) else 0}
+            if len(diffs):
+                fit = trend_fit(diffs, size="train_images")
+                row.update({"seeds": fit.seeds, "fractions": fit.fractions, "mean": fit.mean, "se": fit.mean_se,
+                            "df": fit.mean_df, "p": fit.p_mean, "seed_sd": fit.seed_sd,
+                            "seed_variance_share": fit.seed_variance_share, "slope_per_decade": fit.slope,
+                            "_slope": (fit.slope, fit.slope_se, fit.slope_df)})
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    for column in ("seeds", "fractions", "mean", "se", "df", "p", "seed_sd", "seed_variance_share",
+                   "slope_per_decade"):
+        if column not in table:
+            table[column] = math.nan
+    alpha, family = plan.alpha, int(table["p"].notna().sum()) if len(table) else 0
+    table["adj_confidence"] = [1 - level for level in holm_levels(table["p"], alpha)]
+    table["p_holm"] = holm_p(table["p"])
+    out = []
+    for row in table.to_dict("records"):
+        ci = t_bounds(row["mean"], row["se"], row["df"], alpha)
+        adj = t_bounds(row["mean"], row["se"], row["df"], 1 - row["adj_confidence"])
+        slope = row.get("_slope")
+        slope_ci = t_bounds(*slope, alpha) if isinstance(slope, tuple) else (math.nan, math.nan)
+        verdict = classify(*adj, row["smallest_effect"], row["direction"])
+        measured = math.isfinite(row["seed_sd"]) and row["seed_sd"] > 0 and family > 0
+        seeds = row["seeds"]
+        out.append({**row, "ci_low": ci[0], "ci_high": ci[1], "adj_low": adj[0], "adj_high": adj[1],
+                    "slope_ci_low": slope_ci[0], "slope_ci_high": slope_ci[1],
+                    "verdict": verdict.label, "bound": verdict.bound,
+                    "power": paired_power(int(seeds), row["smallest_effect"], row["seed_sd"], alpha, family)
+                    if measured else math.nan,
+                    "seeds_needed": seeds_for_power(row["smallest_effect"], row["seed_sd"], plan.power, alpha,
+                                                    family) if measured else None})
+    return pd.DataFrame(out, columns=TEST_COLUMNS)
+
+
+CLAIM_COLUMNS = ["claim", "text", "comparison", "condition", "control", "control_means", "direction",
+                 "smallest_effect", "images", "seeds", "mean", "adj_low", "adj_high", "verdict", "bound",
+                 "control_mean", "control_adj_low", "control_adj_high", "interaction_mean", "interaction_adj_low",
+                 "interaction_adj_high", "scope", "verdict_words", "scope_words", "seeds_needed", "power_target",
+                 "flagged_pairs"]
+
+
+def claims_table(tests: pd.DataFrame, plan: PlanParams) -> pd.DataFrame:
+    """One row per claim: its contrast's verdict, and with a control the control's contrast, the interaction and
+    the scope they give (:func:`study.stats.verdicts.scope`), worded by :mod:`study.stats.verdicts`;
+    ``seeds_needed``: the most any of its tests needs."""
+    rows = []
+    for claim in plan.claims:
+        own = tests[tests["claim"] == claim.name].set_index("test")
+        main = own.loc[CONTRAST]
+        verdict = classify(main["adj_low"], main["adj_high"], main["smallest_effect"], claim.direction)
+        row = {"claim": claim.name, "text": claim.claim, "comparison": main["comparison"],
+               "condition": main["condition"], "control": condition_words(claim.control),
+               "control_means": claim.control_means, "direction": claim.direction,
+               "smallest_effect": main["smallest_effect"], "images": main["images"], "seeds": main["seeds"],
+               "mean": main["mean"], "adj_low": main["adj_low"], "adj_high": main["adj_high"],
+               "verdict": verdict.label, "bound": verdict.bound, "verdict_words": words(verdict),
+               "power_target": plan.power, "flagged_pairs": int(own["flagged_pairs"].sum())}
+        needed = [n for n in own["seeds_needed"] if n is not None and not (isinstance(n, float) and math.isnan(n))]
+        row["seeds_needed"] = max(needed) if len(needed) == len(own) else None
+        if claim.control is not None:
+            off, both = own.loc[CONTROL], own.loc[INTERACTION]
+            found = scope((both["adj_low"], both["adj_high"]), (off["adj_low"], off["adj_high"]),
+                          main["smallest_effect"], claim.direction) if claim.direction else UNDEFINED
+            row.update({"control_mean": off["mean"], "control_adj_low": off["adj_low"],
+                        "control_adj_high": off["adj_high"], "interaction_mean": both["mean"],
+                        "interaction_adj_low": both["adj_low"], "interaction_adj_high": both["adj_high"],
+                        "scope": found, "scope_words": scope_words(found, claim.control_means or row["control"])})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+
+
+FRACTION_COLUMNS = ["claim", "test", "condition", "fraction", "train_images", "seeds", "mean", "ci_low", "ci_high"]
+
+
+def fractions_table(tables: list[pd.DataFrame], plan: PlanParams, confidence: float) -> pd.DataFrame:
+    """Each test's contrast per fraction (points), mean over seeds with its raw t-interval: exploratory, the
+    curves behind a pooled test, neither adjusted nor judged."""
+    from study.stats.intervals import t_interval
+
+    rows = []
+    for claim in plan.claims:
+        for test, condition, diffs in _tests(tables, claim):
+            for (fraction, images), g in diffs.groupby(["fraction", "train_images"], sort=True):
+                mean, _, half = t_interval(g["diff"].to_numpy(float), confidence)
+                rows.append({"claim": claim.name, "test": test,
+                             "condition": condition_words(condition) if condition else "interaction",
+                             "fraction": fraction, "train_images": int(images), "seeds": len(g), "mean": mean,
+                             "ci_low": mean - half, "ci_high": mean + half})
+    return pd.DataFrame(rows, columns=FRACTION_COLUMNS)
+
+
+def declared_table(plan: PlanParams) -> pd.DataFrame:
+    """The plan as declared: one row per claim, with the condition, its control, the direction claimed and the
+    smallest effect of interest (points), and when the plan was written."""
+    return pd.DataFrame([{"claim": c.name, "text": c.claim, "comparison": f"{c.arm} - {c.against}",
+                          "condition": condition_words(c.condition), "control": condition_words(c.control),
+                          "control_means": c.control_means, "direction": c.direction,
+                          "smallest_effect": smallest_effect(plan, c), "declared": plan.declared,
+                          "seeds": plan.seeds, "images": plan.images, "alpha": plan.alpha, "power": plan.power}
+                         for c in plan.claims])

@@ -1,0 +1,113 @@
+"""The report's part on the analysis plan: the plan as declared and when, its claims' verdicts, the interaction
+behind every "only on its condition", and the seeds each claim would need; and the plan's rows of the findings
+table, the only rows with a verdict.
+
+Read from the ``plan`` stage's tables (:mod:`study.plan`); the verdicts and their words are
+:mod:`study.stats.verdicts`'; nothing is computed here beyond choosing rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from study import plan as P
+from study.outputs.tables import markdown_table
+from study.report.section import Part, Rows, Sources
+
+
+def _ci(mean: float, low: float, high: float) -> str:
+    if not math.isfinite(mean):
+        return "not measured"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"{mean:+.1f} (no interval)"
+    return f"{mean:+.1f} ({low:+.1f} to {high:+.1f})"
+
+
+def declared_sentence(declared: pd.DataFrame, tests: pd.DataFrame, history: str) -> str:
+    """When the plan was written, its family and its smallest effects."""
+    first = declared.iloc[0]
+    when = ("before the runs it judges" if first["declared"] == "before_runs"
+            else "after some of the runs it judges, so its verdicts are not confirmatory where those runs were seen")
+    family = int(tests["p"].notna().sum())
+    effects = ", ".join(f"{e:g} points for {'clean' if c == 'clean' else 'probe'} contrasts"
+                        for c, e in declared.assign(kind=declared["condition"].eq("clean").map(
+                            {True: "clean", False: "probe"}))[["kind", "smallest_effect"]].drop_duplicates()
+                        .itertuples(index=False))
+    return (f"The analysis plan (`analysis.plan` in the parameters) declares {len(declared)} claims, written {when}: "
+            f"{history.strip()} Its {family} tests form one Holm family at α = {first['alpha']:g}; the smallest "
+            f"effects of interest are {effects}. Every other interval in this report is exploratory.")
+
+
+def claim_sentence(row: pd.Series) -> str:
+    """One claim: its contrast, its verdict, and with a control the interaction and the scope."""
+    text = (f"{row['text']} ({row['comparison']}, {row['condition']}, {int(row['images']):,} test images, "
+            f"{int(row['seeds']) if math.isfinite(row['seeds']) else 0} seeds): "
+            f"{_ci(row['mean'], row['adj_low'], row['adj_high'])} points, {row['verdict_words']}")
+    if isinstance(row.get("control"), str) and row["control"]:
+        text += (f"; with {row['control']}: {_ci(row['control_mean'], row['control_adj_low'], row['control_adj_high'])}"
+                 f", interaction {_ci(row['interaction_mean'], row['interaction_adj_low'], row['interaction_adj_high'])}"
+                 f": {row['scope_words']}")
+    needed = row.get("seeds_needed")
+    if needed is not None and math.isfinite(needed):
+        text += (f"; {int(needed)} seeds would detect its smallest effect ({row['smallest_effect']:g} points) in "
+                 f"each of its tests with {row['power_target']:.0%} power")
+    return text + "."
+
+
+def _findings(sources: Sources) -> list[str]:
+    declared = sources.table(P.FOLDER, P.DECLARED)
+    tests = sources.table(P.FOLDER, P.TESTS)
+    claims = sources.table(P.FOLDER, P.CLAIMS)
+    return [declared_sentence(declared, tests, sources.setup.get("plan_history", "")),
+            *(claim_sentence(row) for _, row in claims.iterrows())]
+
+
+_TEST_COLUMNS = ["claim", "test", "condition", "images", "seeds", "mean", "adj_low", "adj_high", "adj_confidence",
+                 "df", "seed_sd", "verdict", "power", "seeds_needed", "flagged_pairs"]
+
+
+def _section(sources: Sources) -> list[str]:
+    declared = sources.table(P.FOLDER, P.DECLARED)
+    tests = sources.table(P.FOLDER, P.TESTS)
+    lines = ["## The analysis plan and its verdicts", "",
+             declared_sentence(declared, tests, sources.setup.get("plan_history", "")), "",
+             markdown_table(declared[["claim", "comparison", "condition", "control", "direction",
+                                      "smallest_effect"]], 1), ""]
+    fig = sources.figure(P.FOLDER, P.FIGURE,
+                         "Each claim's contrast under its condition (vermillion), under its matched control (blue) "
+                         "and their interaction (black), in points of test top-1 with intervals Holm-adjusted across "
+                         "the plan; filled: the interval excludes 0; grey band: the smallest effect of interest.")
+    if fig:
+        lines += [fig, ""]
+    lines += ["Every test (points; `seed_sd`: SD of the seeds' mean contrasts over the fractions, what the power "
+              "depends on; `power`: of the family's first-ranked test at the smallest effect; `seeds_needed`: for "
+              "80% power):", "", markdown_table(tests[[c for c in _TEST_COLUMNS if c in tests]], 2), ""]
+    return lines
+
+
+def _rows(sources: Sources) -> list[dict]:
+    """The findings table's rows of the plan: evidence, the control with the interaction, and the verdict."""
+    claims = sources.table(P.FOLDER, P.CLAIMS)
+    rows = []
+    for _, row in claims.iterrows():
+        evidence = f"{row['comparison']}, {row['condition']}: {_ci(row['mean'], row['adj_low'], row['adj_high'])}"
+        control = "same images, seeds and budget"
+        verdict = row["verdict_words"]
+        if isinstance(row.get("control"), str) and row["control"]:
+            control = (f"{row['control']}: {_ci(row['control_mean'], row['control_adj_low'], row['control_adj_high'])}"
+                       f"; interaction {_ci(row['interaction_mean'], row['interaction_adj_low'], row['interaction_adj_high'])}")
+            verdict += f"; {row['scope_words']}"
+        needed = row.get("seeds_needed")
+        if row["verdict"] != "supported" and needed is not None and math.isfinite(needed):
+            verdict += f" ({int(needed)} seeds needed)"
+        rows.append({"claim": row["text"], "evidence": evidence, "control": control, "verdict": verdict,
+                     "comparison": row["comparison"], "condition": row["condition"]})
+    return rows
+
+
+_NEEDS = ((P.FOLDER, P.DECLARED), (P.FOLDER, P.TESTS), (P.FOLDER, P.CLAIMS))
+FINDINGS = Part(_findings, needs=_NEEDS)
+SECTION = Part(_section, needs=_NEEDS)
+ROWS = Rows(_rows, needs=_NEEDS)

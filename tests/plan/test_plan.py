@@ -1,0 +1,151 @@
+"""The plan's statistics, verdicts, figure and report rows on a synthetic per-run table whose effects are known:
+one Holm family across every test, one value per seed, the interaction behind "only on its condition"."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from study.core.config import parse_params
+from study.plan import CONTRAST, CONTROL, INTERACTION
+from study.plan.claims import claims_table, declared_table, fractions_table, judge_tests
+from study.plan.figures import plan_figure
+from study.stats import verdicts as V
+
+FRACTIONS = {0.005: 285, 0.01: 570, 0.02: 1140}
+# (probe, variant, level) -> the ViT's lead over the ResNet in top-1 (a share): it trails on clean images, leads by
+# 20 points on its own shuffle and not at all on the offset one, and leads by 10 under both shifts
+LEAD = {("clean", "clean", 0.0): -0.10, ("rearrangement", "shuffle", 7.0): 0.20,
+        ("rearrangement", "offset", 7.0): 0.0, ("translation", "x", 4.0): 0.10, ("translation", "x", 8.0): 0.10}
+CLAIMS = [
+    {"name": "clean", "claim": "The ResNet beats the ViT", "arm": "vit", "against": "resnet",
+     "condition": ["clean", "clean", 0], "direction": -1},
+    {"name": "shuffle", "claim": "The ViT keeps more under its shuffle", "arm": "vit", "against": "resnet",
+     "condition": ["rearrangement", "shuffle", 7], "direction": 1, "control": ["rearrangement", "offset", 7],
+     "control_means": "the shuffle offset by half a cell"},
+    {"name": "shift", "claim": "The ViT keeps more under a one-patch shift", "arm": "vit", "against": "resnet",
+     "condition": ["translation", "x", 4], "direction": 1, "control": ["translation", "x", 8],
+     "control_means": "an 8-px shift"},
+    {"name": "absent", "claim": "A condition never scored", "arm": "vit", "against": "resnet",
+     "condition": ["occlusion", "aligned", 0.5], "direction": 1},
+]
+
+
+def plan_params(seeds: int = 6):
+    from tests.budget_check.test_budget_check import SMOKE
+
+    raw = {**SMOKE, "seeds": list(range(seeds)),
+           "analysis": {**SMOKE.get("analysis", {}), "plan": {
+               "declared": "before_runs", "history": "Written before any run.", "seeds": 3, "images": 1000,
+               "effects": {"clean": 0.02, "robustness": 0.05}, "claims": CLAIMS}}}
+    return parse_params(raw).analysis.plan
+
+
+def per_run(seeds: int = 6, noise: float = 0.01, seed_sd: float = 0.01) -> pd.DataFrame:
+    """Per-run top-1: each seed shifts both of its runs' contrasts at every fraction by a common amount (a seed
+    effect), plus independent noise."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in range(seeds):
+        shared = rng.normal(0, seed_sd)
+        for fraction, images in FRACTIONS.items():
+            for condition, lead in LEAD.items():
+                base = 0.7
+                for model, top1 in (("resnet", base), ("vit", base + lead + shared + rng.normal(0, noise))):
+                    rows.append({"model": model, "fraction": fraction, "seed": seed, "probe": condition[0],
+                                 "variant": condition[1], "level": condition[2], "top1": top1,
+                                 "train_images": images, "under_trained": False, "step_bound": False,
+                                 "images": 10000})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def judged():
+    plan = plan_params()
+    tests = judge_tests([per_run()], plan)
+    return plan, tests, claims_table(tests, plan)
+
+
+def test_one_family_of_every_measured_test_each_one_value_per_seed(judged):
+    plan, tests, _ = judged
+    measured = tests[tests["p"].notna()]
+    assert list(tests.groupby("claim", sort=False)["test"].apply(list)) == [
+        [CONTRAST], [CONTRAST, CONTROL, INTERACTION], [CONTRAST, CONTROL, INTERACTION], [CONTRAST]]
+    assert len(measured) == 7 and (measured["df"] == measured["seeds"] - 1).all()
+    # Holm across the 7: the smallest p is tested at α/7, and no adjusted interval is narrower than the raw one
+    assert measured["adj_confidence"].max() == pytest.approx(1 - 0.05 / 7)
+    assert ((measured["adj_high"] - measured["adj_low"]) >= (measured["ci_high"] - measured["ci_low"])).all()
+    absent = tests[tests["claim"] == "absent"].iloc[0]
+    assert absent["verdict"] == V.UNDEFINED and math.isnan(absent["mean"]) and absent["images"] == 0
+    assert set(measured["images"]) == {10000}
+
+
+def test_verdicts_and_the_scope_of_controlled_claims(judged):
+    _, tests, claims = judged
+    by = claims.set_index("claim")
+    assert by.loc["clean", "verdict"] == V.SUPPORTED and by.loc["clean", "mean"] == pytest.approx(-10, abs=1.5)
+    # on its own grid only: the interaction excludes 0 and the offset contrast lies inside ±5 points
+    assert by.loc["shuffle", "verdict"] == V.SUPPORTED and by.loc["shuffle", "scope"] == V.ONLY
+    assert by.loc["shuffle", "interaction_mean"] == pytest.approx(20, abs=1.5)
+    # the shift's lead is the same at 8 px: no interaction, the control's contrast supported too
+    assert by.loc["shift", "scope"] == V.BOTH
+    assert by.loc["absent", "verdict"] == V.UNDEFINED and by.loc["absent", "verdict_words"] == "not measured"
+    assert "only on its condition" in by.loc["shuffle", "scope_words"]
+
+
+def test_an_effect_significant_on_the_grid_only_is_not_called_grid_only_without_the_interaction():
+    """The ViT leads by 20 points on its shuffle with little noise, but the offset shuffle is so noisy that the
+    interaction's interval includes 0: the contrast is supported and "only on the grid" is not (absence of
+    evidence off the grid is not evidence of absence)."""
+    plan = plan_params(seeds=4)
+    table = per_run(seeds=4)
+    rng = np.random.default_rng(5)
+    offset = (table["variant"] == "offset") & (table["model"] == "vit")
+    table.loc[offset, "top1"] += rng.normal(0, 0.25, offset.sum())
+    tests = judge_tests([table], plan)
+    by = claims_table(tests, plan).set_index("claim")
+    assert by.loc["shuffle", "verdict"] == V.SUPPORTED
+    assert by.loc["shuffle", "interaction_adj_low"] < 0 < by.loc["shuffle", "interaction_adj_high"]
+    assert by.loc["shuffle", "scope"] == V.UNSEPARATED and "not shown to differ" in by.loc["shuffle", "scope_words"]
+
+
+def test_power_comes_from_the_seed_level_sd(judged):
+    from study.stats.power import paired_power
+
+    _, tests, _ = judged
+    row = tests[(tests["claim"] == "clean")].iloc[0]
+    family = int(tests["p"].notna().sum())
+    assert row["power"] == pytest.approx(paired_power(int(row["seeds"]), 2.0, row["seed_sd"], 0.05, family))
+    assert row["seed_sd"] > 0.5  # the simulated seed effect (1 point) is in the seed-level SD
+
+
+def test_the_plan_fractions_declared_table_and_figure(judged):
+    plan, tests, _ = judged
+    per_fraction = fractions_table([per_run()], plan, 0.95)
+    assert set(per_fraction["fraction"]) == set(FRACTIONS) and (per_fraction["seeds"] == 6).all()
+    declared = declared_table(plan)
+    assert list(declared["claim"]) == ["clean", "shuffle", "shift", "absent"]
+    assert declared.set_index("claim").loc["clean", "smallest_effect"] == pytest.approx(2.0)
+    assert declared.set_index("claim").loc["shuffle", "control"] == "7x7 shuffle (offset)"
+    fig = plan_figure(tests)
+    assert len(fig.axes) == 1 and len(fig.axes[0].get_yticklabels()) == 4
+
+
+def test_a_plan_naming_an_unknown_model_or_probe_fails_in_one_line():
+    from study.core.errors import StudyError
+    from tests.budget_check.test_budget_check import SMOKE
+
+    def plan_with(**change):
+        claim = {**CLAIMS[0], **change}
+        return {**SMOKE, "analysis": {"plan": {"declared": "after_runs", "history": "h", "seeds": 3,
+                                               "claims": [claim]}}}
+    with pytest.raises(StudyError, match=r"claims\[0\]\.arm = 'vitt'.*define it under models"):
+        parse_params(plan_with(arm="vitt"))
+    with pytest.raises(StudyError, match="unknown probe 'blur'"):
+        parse_params(plan_with(condition=["blur", "x", 1]))
+    with pytest.raises(StudyError, match="seeds lists"):
+        parse_params({**plan_with(), "seeds": [0, 1]})
+    assert parse_params(plan_with(arm="vit@uniform", against="vit")).analysis.plan.models() == ("vit@uniform", "vit")
