@@ -1,9 +1,9 @@
 """Shared fixtures that generate tiny datasets on disk in the real file formats.
 
-Tests never read /work/shared or /usr/share: they write a few images as IDX files (Fashion-MNIST) or
-CIFAR pickles into ``tmp_path`` and load them through the same code as the real data. The factories
-return the arrays they wrote, in the loaders' output convention (NHWC uint8, int64 labels), so a test
-can compare what comes back with what went in.
+Tests never read the real datasets (a data.root, the Debian package's files): they write a few images as IDX files
+(Fashion-MNIST) or CIFAR pickles into ``tmp_path`` and load them through the same code as the real data. The
+factories return the arrays they wrote, in the loaders' output convention (NHWC uint8, int64 labels), so a test can
+compare what comes back with what went in.
 """
 
 from __future__ import annotations
@@ -256,13 +256,16 @@ def load_study(file: str):
 
 
 def dvc(*args: str, cwd: Path, check: bool = True):
-    """Run ``dvc`` (from this interpreter's environment) in ``cwd``; return the completed process."""
+    """Run ``dvc`` (from this interpreter's environment) in ``cwd``; return the completed process. A copy of this
+    project there runs its own code (first on PYTHONPATH): `study` refuses another checkout's in a project."""
     import os
     import subprocess
     import sys
 
+    from study.core.checkout import own_code_env
+
     bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    env = own_code_env(cwd, {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")})
     result = subprocess.run([str(Path(bin_dir) / "dvc"), *args], cwd=cwd, env=env, capture_output=True, text=True)
     if check and result.returncode != 0:
         raise AssertionError(f"dvc {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")

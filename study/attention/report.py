@@ -20,8 +20,8 @@ import pandas as pd
 
 from study import attention
 from study.outputs.tables import markdown_table
-from study.report.format import interval, no_detectable, no_inference, percent, plural, reference_data, share
-from study.report.section import Part, Sources, figure
+from study.writing.format import interval, no_detectable, no_inference, percent, plural, reference_data, share
+from study.writing.section import Part, Sources, figure
 from study.stats.intervals import MIN_SEEDS
 
 

@@ -27,8 +27,8 @@ import pandas as pd
 from study import budget_check
 from study.budget_check.check import rejudged
 from study.outputs.tables import markdown_table
-from study.report.format import images, interval, no_inference, percent, plural, points
-from study.report.section import Part, Rows, Sources
+from study.writing.format import images, interval, no_inference, percent, plural, points
+from study.writing.section import Part, Rows, Sources
 from study.stats.intervals import MIN_SEEDS
 
 

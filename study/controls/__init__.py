@@ -18,5 +18,6 @@ FRACTIONS = "control_fractions"  # the same contrasts per fraction, Holm-adjuste
 GRID = "grid_controls"  # each on-grid probe beside its off-grid control, per comparison
 POWER = "power"  # seeds: what the runs can detect, and what the smallest effect of interest would need
 RETENTION = "retention"  # retained accuracy under the patch-grid shuffle and its offset control, per fraction
+POSITION = "position"  # the same for analysis.controls.position (the ViT without position embedding, its ViT)
 FIGURE = "controls"
 UNIFORM_SUFFIX = "@uniform"  # the robustness stage's name for a ViT scored with uniform attention

@@ -84,6 +84,23 @@ def pooled_contrasts(diffs: pd.DataFrame, confidence: float) -> pd.DataFrame:
     return table
 
 
+def compact_pooled(pooled: pd.DataFrame) -> pd.DataFrame:
+    """The pooled contrasts as a paper cites them (``control_contrasts.tex``): "mean (low to high)" with the
+    Holm-adjusted bounds and their level, per comparison and condition."""
+    if pooled.empty:
+        return pooled
+    return pd.DataFrame({
+        "comparison": pooled["comparison"], "condition": pooled["condition"], "images": pooled["images"],
+        "seeds": pooled["seeds"],
+        "contrast (adjusted CI)": [f"{m:+.1f} ({lo:+.1f} to {hi:+.1f})" if math.isfinite(lo) else f"{m:+.1f}"
+                                   for m, lo, hi in zip(pooled["mean"], pooled["mean_adj_low"],
+                                                        pooled["mean_adj_high"])],
+        "level": [f"{100 * c:.2f}%" if math.isfinite(c) else "–" for c in pooled["mean_adj_confidence"]],
+        "slope per decade (95% CI)": [f"{m:+.1f} ({lo:+.1f} to {hi:+.1f})" if math.isfinite(lo) else "–"
+                                      for m, lo, hi in zip(pooled["slope_per_decade"], pooled["slope_ci_low"],
+                                                           pooled["slope_ci_high"])]})
+
+
 def grid_table(pooled: pd.DataFrame, diffs: pd.DataFrame, pairs: list[GridPair], confidence: float) -> pd.DataFrame:
     """Each comparison's contrast on the ViT's patch grid beside each off-grid control (points, Holm-adjusted
     intervals from the pooled table) and their interaction: per fraction and seed, the contrast on the grid minus

@@ -17,7 +17,7 @@ import pandas as pd
 
 from study import controls
 from study.outputs.tables import markdown_table
-from study.report.section import EXPLORATORY, Part, Rows, Sources
+from study.writing.section import EXPLORATORY, Part, Rows, Sources
 
 
 def _ci(mean: float, low: float, high: float, label: str = "adjusted CI") -> str:
@@ -153,6 +153,9 @@ def _rows(sources: Sources) -> list[dict]:
                          "evidence": _ci(first["on_mean"], first["on_mean_adj_low"], first["on_mean_adj_high"]),
                          "control": control, "verdict": EXPLORATORY, "comparison": comparison,
                          "condition": first["on_grid"]})
+    position = sources.table_if_written(controls.FOLDER, controls.POSITION)
+    if position is not None and not position.empty:
+        rows.append(_position_row(position))
     uniform = pooled[pooled["family"] == "uniform attention"]
     for comparison, at in uniform.groupby("comparison", sort=False):
         clean = at[at["probe"] == "clean"]
@@ -170,6 +173,23 @@ def _rows(sources: Sources) -> list[dict]:
                                 "reliance, not the worth of attention as a design)",
                      "verdict": EXPLORATORY, "comparison": comparison, "condition": "clean"})
     return rows
+
+
+def _position_row(position: pd.DataFrame) -> dict:
+    """The position hypothesis as a findings row: the twin's retained accuracy under the patch-grid shuffle minus
+    its ViT's, per fraction, beside the same under the offset shuffle."""
+    def cells(rows: pd.DataFrame) -> str:
+        return ", ".join(f"{int(r.train_images):,} images {100 * r.diff_mean:+.1f} ({100 * r.adj_ci_low:+.1f} to "
+                         f"{100 * r.adj_ci_high:+.1f})" for r in rows.itertuples())
+
+    on = position[position["variant"] == "shuffle"]
+    off = position[position["variant"] != "shuffle"]
+    comparison = position["comparison"].iloc[0]
+    return {"claim": f"Position embedding costs the ViT accuracy under its patch shuffle ({comparison}, retained "
+                     "accuracy)",
+            "evidence": f"{on['level'].iloc[0]:g}x{on['level'].iloc[0]:g} shuffle: {cells(on)}" if len(on) else "",
+            "control": f"offset shuffle: {cells(off)}" if len(off) else "no offset shuffle scored",
+            "verdict": EXPLORATORY, "comparison": comparison, "condition": "retained"}
 
 
 NEEDS = ((controls.FOLDER, controls.POOLED), (controls.FOLDER, controls.FRACTIONS), (controls.FOLDER, controls.POWER))

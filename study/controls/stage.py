@@ -65,15 +65,17 @@ def run(params: Params, robustness_tables: Path, figures: Path, tables: Path) ->
     per_fraction = C.fraction_contrasts(table, configured_pairs, conf)
     shuffles = [c for pair in pairs[:1] for c in (pair.on_grid, *pair.off_grid[:1])]  # the patch-grid shuffle first
     retention = C.retention_table(table, configured_pairs, shuffles, conf)
+    twin = params.analysis.controls.position
+    position = retention[retention["comparison"] == f"{twin[0]} - {twin[1]}"] if twin else None
     pct = f"{conf:.0%}"
     images = f"{int(table['images'].min()):,} test images per run"
     with atomic_dir(tables) as tmp:
-        write_table(pooled, tmp / controls.POOLED,
-                    "Each comparison under each condition, pooled over the fractions with the seed as the unit "
+        write_table(pooled, tmp / controls.POOLED, paper=C.compact_pooled(pooled), caption=
+                    ("Each comparison under each condition, pooled over the fractions with the seed as the unit "
                     "(each seed's mean contrast over the fractions, and each seed's slope per decade of training "
                     f"images; df = seeds - 1), in points of top-1 on {images}: {pct} intervals raw and "
                     "Holm-adjusted across the condition's comparisons (the configured pairs one family, the "
-                    "uniform-attention pairs another). Exploratory: intervals, no verdicts.")
+                    "uniform-attention pairs another). Exploratory: intervals, no verdicts."))
         write_table(per_fraction, tmp / controls.FRACTIONS,
                     f"The same contrasts per fraction, paired by seed, {pct} intervals Holm-adjusted across the "
                     "fractions of one comparison and condition.")
@@ -90,6 +92,11 @@ def run(params: Params, robustness_tables: Path, figures: Path, tables: Path) ->
                     "Retained accuracy (top-1 under the probe / the run's clean top-1) of each pair under the "
                     f"patch-grid shuffle and its offset control, per fraction, paired by seed, {pct} intervals "
                     "Holm-adjusted across the fractions. Exploratory.")
+        if position is not None:
+            write_table(position, tmp / controls.POSITION,
+                        f"The position hypothesis: retained accuracy of {twin[0]} (no position embedding) minus that "
+                        f"of {twin[1]} under the patch-grid shuffle and its offset control, per fraction, paired by "
+                        f"seed, {pct} intervals Holm-adjusted across the fractions. Exploratory.")
     with atomic_dir(figures) as tmp:
         if not on_off.empty:
             save_figure(controls_figure(pooled, pairs), tmp / controls.FIGURE, on_off)

@@ -8,8 +8,9 @@ has several or whose stage is named for its output (``study/data/stage_prepare.p
 ``main(args) -> str``, the one-line summary printed at the end; its docstring's first line is its help. Only the
 module of the command being run is imported: a stage's process loads its own code and nothing else, so
 ``dvc.yaml`` lists exactly what a stage runs (tests/pipeline/test_stage_deps.py), and adding or editing a tool or
-another stage never makes a stage stale. A :class:`StudyError` becomes ``error: <message>`` on stderr with exit
-status 2 and no traceback.
+another stage never makes a stage stale. Before a command's module is imported, the imported package must be the
+current project's own (:mod:`study.core.checkout`). A :class:`StudyError` becomes ``error: <message>`` on stderr
+with exit status 2 and no traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import re
 import sys
 from pathlib import Path
 
+from study.core.checkout import check_own_code
 from study.core.errors import StudyError
 
 _HOME = Path(__file__).resolve().parents[1]  # the package `study`
@@ -75,6 +77,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="vit-vs-cnn: when does a Vision Transformer beat a CNN? Stage commands of the DVC pipeline "
         "(run them through `dvc repro`, or `study run` to run independent stages at once; both pass every path).",
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     known = _ordered_commands()
     for name, (module, path) in known.items():
@@ -89,11 +92,26 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _Version(argparse.Action):
+    """``study --version``: the study's version (:mod:`study.core.version`), read only when asked for."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0,
+                         help="print the study's version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from study.core.version import study_version
+
+        print(f"study {study_version()}")  # on stdout, as argparse's own version action prints
+        parser.exit()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     args = build_parser(command).parse_args(argv)
     try:
+        check_own_code()  # before the command's own code is even imported
         summary = importlib.import_module(_ordered_commands()[args.command][0]).main(args)
     except StudyError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -177,6 +177,9 @@ class ControlsParams:
     clean test images and under every robustness probe, paired by seed, one model over the fractions."""
 
     pairs: tuple[tuple[StrictStr, StrictStr], ...] = ()
+    # A ViT without position embedding and the ViT it is a twin of, [twin, vit]: whether the twin keeps more of its
+    # accuracy under the patch-grid shuffle, per fraction (the position hypothesis); none: not asked.
+    position: tuple[StrictStr, StrictStr] | None = None
 
 
 @dataclass(frozen=True, config=_FROZEN)
@@ -436,6 +439,10 @@ def _check_cross_references(p: Params, source: str) -> None:
                      "define it under models or drop the pair from analysis.controls.pairs")
         if pair[0] == pair[1]:
             fail(f"analysis.controls.pairs[{i}] compares '{pair[0]}' with itself; name two different models")
+    for name in p.analysis.controls.position or ():
+        if name not in p.models:
+            fail(f"analysis.controls.position names '{name}', not a model of the study ({sorted(p.models)}); name "
+                 "the ViT without position embedding and its ViT")
     _check_plan(p, source)
     if p.distill is not None:
         d = p.distill

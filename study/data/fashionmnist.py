@@ -40,9 +40,8 @@ FILES: dict[str, tuple[str, int]] = {
 }
 
 # SHA-256 of each decoded IDX payload as uint8 C-order bytes (``hashlib.sha256(array.tobytes())``, header
-# excluded), computed from the published archives (torchvision's md5s) in
-# shared/datasets/fashionmnist/FashionMNIST/raw/; the Debian package 0.0~git20200523.55506a9-1 decodes to
-# the same four digests.
+# excluded), computed from the published archives (those whose md5s torchvision checks); the Debian package
+# 0.0~git20200523.55506a9-1 decodes to the same four digests.
 SHA256: dict[str, str] = {
     "train_images": "2e487a6c89124f78f2d7521542223cafe96f7123c3ca13d447772ac6ecbb3012",
     "train_labels": "657fbd221bfc9f4198cc14b5619cc33ec57c58dd0e47af4d99d6650759e869a7",

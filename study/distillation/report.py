@@ -20,8 +20,8 @@ import pandas as pd
 from study import distillation
 from study.efficiency.report import gap_sentences
 from study.outputs.tables import markdown_table
-from study.report.format import images, interval, percent, reference_data, share
-from study.report.section import Part, Rows, Sources
+from study.writing.format import images, interval, percent, reference_data, share
+from study.writing.section import Part, Rows, Sources
 
 
 def distillation_sentences(teacher: pd.DataFrame, agreement: pd.DataFrame, gaps: pd.DataFrame,

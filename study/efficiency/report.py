@@ -15,7 +15,7 @@ The rules, those of findings a reviewer would accept:
 - Comparisons involving runs still improving at the end carry that flag; step-bound runs are out of fits.
 
 Every sentence function takes data frames (the tables of the ``curves`` stage, the run table, the training-fit
-table of :mod:`study.report.setup`) and returns a list of sentences; none computes a statistic. The report's parts
+table of :mod:`study.report.setup`, by the names in :mod:`study.writing`) and returns a list of sentences; none computes a statistic. The report's parts
 (:data:`ACCURACY`, :data:`CONVERGENCE`, :data:`SECTION`) read those tables by the names :mod:`study.efficiency`
 defines; :func:`headline_metrics` chooses the rows ``dvc metrics show`` lists.
 """
@@ -29,9 +29,9 @@ import pandas as pd
 
 from study import efficiency
 from study.outputs.tables import markdown_table
-from study.report import setup as S
-from study.report.format import images, interval, no_detectable, percent, plural, points, share
-from study.report.section import Part, Sources
+from study import writing as S
+from study.writing.format import images, interval, no_detectable, percent, plural, points, share
+from study.writing.section import Part, Sources
 from study.stats.intervals import MIN_SEEDS
 
 

@@ -26,10 +26,16 @@ a forward pass. Names:
 
 The analyses should call :func:`representations` and :func:`attention_probs` below rather than the
 methods, so that unsupported models fail with a :class:`StudyError`.
+
+A name's entry in the tables below is its ``arch_args`` schema: the keys it allows, which :func:`build_model`
+enforces, :func:`architecture_args` lists with their defaults (``study models --available``) and
+:func:`check_models` applies to every model of a parameters file (``study check``). Adding an architecture:
+docs/models.md.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 import torch
@@ -206,8 +212,53 @@ def attention_probs(model: nn.Module, x: Tensor) -> list[Tensor]:
 
 
 __all__ = ["CONVIT_DEFAULTS", "CONVMIXER_DEFAULTS", "MLP_DEFAULTS", "MODEL_NAMES", "SWIN_DEFAULTS", "TIMM_PREFIX",
-           "VIT_DEFAULTS", "VIT_FAMILY", "attention_probs", "build_model", "is_distilled", "is_transformer",
-           "representations"]
+           "VIT_DEFAULTS", "VIT_FAMILY", "architecture_args", "attention_probs", "build_model", "check_archs",
+           "check_models", "is_distilled", "is_transformer", "representations"]
+
+
+def architecture_args(name: str) -> dict[str, Any]:
+    """Every ``arch_args`` key that ``build_model(name, ...)`` takes, with its default: the registry's allowed keys
+    (the same sets :func:`build_model` checks against), defaults from the study's tables first, then from the
+    builder's or class's signature (``None``: the builder derives it, e.g. the conv stem's channels)."""
+    if name in _VITS:
+        model_class, defaults, allowed = _VITS[name]
+        return _with_defaults(model_class, allowed, {**VIT_DEFAULTS, **defaults})
+    if name in _RESNETS:
+        builder, _, allowed = _RESNETS[name]
+        return _with_defaults(builder, allowed, {})
+    if name in _CONTROLS:
+        _, defaults = _CONTROLS[name]
+        return dict(defaults)
+    raise StudyError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+
+
+def _with_defaults(target: Callable[..., Any], keys: frozenset[str], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``keys`` with their defaults: from ``defaults``, else from the signatures of ``target`` (for a class, its
+    ``__init__`` and those of its bases, which take what a subclass passes on as ``**kwargs``)."""
+    signatures = ([inspect.signature(c.__init__) for c in target.__mro__ if "__init__" in vars(c)]
+                  if isinstance(target, type) else [inspect.signature(target)])
+    found: dict[str, Any] = {}
+    for signature in reversed(signatures):  # a subclass's default wins over its base's
+        found.update({key: parameter.default for key, parameter in signature.parameters.items()
+                      if parameter.default is not inspect.Parameter.empty})
+    ordered = [*defaults, *sorted(keys - set(defaults))]  # the study's own sizes first, as params.yaml lists them
+    return {key: defaults[key] if key in defaults else found.get(key) for key in ordered if key in keys}
+
+
+def check_models(models: dict[str, tuple[str, dict[str, Any]]], num_classes: int, image_size: int, in_chans: int,
+                 source: str) -> None:
+    """Build every ``{name: (arch, arch_args)}`` of a parameters file for the data's shape, on the CPU and without
+    training, so that a bad ``arch_args`` key or value fails here, in one line naming ``models.<name>.arch_args``,
+    instead of when its stage builds it. Building is how: only the builder knows every value it refuses (a patch
+    that does not divide the image, heads that do not divide the width, a window larger than the grid)."""
+    for name, (arch, arch_args) in models.items():
+        try:
+            build_model(arch, num_classes, image_size, in_chans, **arch_args)
+        except StudyError as error:
+            raise StudyError(f"{source}: models.{name}.arch_args: {error}") from None
+        except Exception as error:  # noqa: BLE001 - a builder's own check (an assert, a TypeError) is a bad value
+            raise StudyError(f"{source}: models.{name}.arch_args: {arch} cannot be built for {in_chans}x{image_size}"
+                             f"x{image_size} input: {_first_line(error)}; fix the value") from None
 
 
 def check_archs(archs: dict[str, str], source: str) -> None:

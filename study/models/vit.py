@@ -17,7 +17,8 @@ Data flow for one image of ``C×H×W`` with patch size ``p`` (``N = HW/p²`` pat
 
 On GPU, training and inference use fused attention (``F.scaled_dot_product_attention``); on CPU, and
 in ``forward_with_attention`` (the analyses' path, which returns the probabilities), ``softmax(q kᵀ/√d) v``
-is computed explicitly (see ``Attention.fused_attn``). The patch size must divide the image sides: timm
+is computed explicitly (see ``Attention.fused_attn``), except where the robustness stage scores on the CPU with
+the fused kernel switched on (:func:`study.models.ablations.fused_attention`: faster for inference there). The patch size must divide the image sides: timm
 silently crops the remainder, which would hide a config mistake.
 
 One module (about 320 lines) because its parts are timm's ``vision_transformer`` parts, kept side by side so a

@@ -15,15 +15,27 @@ from study.core.io import write_text
 _EXACT = ("fraction", "seeds_to_converge")
 
 
-def write_table(df: pd.DataFrame, stem: str | Path, caption: str, float_digits: int = 4) -> list[Path]:
-    """Write ``<stem>.csv`` and ``<stem>.tex``; return both paths."""
+# Characters the tables' text uses that LaTeX's default fonts lack, as math (the text is escaped first).
+_LATEX_MATH = {"−": "$-$", "±": "$\\pm$", "×": "$\\times$", "≤": "$\\leq$", "≥": "$\\geq$", "α": "$\\alpha$",
+               "Δ": "$\\Delta$", "–": "--", "—": "---"}
+
+
+def write_table(df: pd.DataFrame, stem: str | Path, caption: str, float_digits: int = 4,
+                column_format: str | None = None, paper: pd.DataFrame | None = None) -> list[Path]:
+    """Write ``<stem>.csv`` and ``<stem>.tex``; return both paths. ``column_format``: LaTeX's, for tables of text
+    (``p{4cm}`` columns that wrap); none = pandas' default. ``paper``: what the ``.tex`` shows where it is not the
+    whole table (the columns a paper cites, intervals written as ranges); the CSV always holds every column."""
     stem = Path(stem)
     csv, tex = stem.with_suffix(".csv"), stem.with_suffix(".tex")
     write_text(csv, df.to_csv(index=False))
-    latex = df.to_latex(
+    shown = df if paper is None else paper
+    latex = shown.to_latex(
         index=False, caption=caption, label=f"tab:{stem.name}", float_format=f"%.{float_digits}f",
-        escape=True, na_rep="--", formatters={c: "{:g}".format for c in _EXACT if c in df.columns},
+        escape=True, na_rep="--", formatters={c: "{:g}".format for c in _EXACT if c in shown.columns},
+        column_format=column_format,
     )  # pandas writes \toprule/\midrule/\bottomrule, i.e. needs \usepackage{booktabs}
+    for character, math in _LATEX_MATH.items():
+        latex = latex.replace(character, math)
     write_text(tex, latex)
     return [csv, tex]
 

@@ -29,7 +29,7 @@ import pandas as pd
 from study.core.config import ClaimParams, PlanParams
 from study.plan import CONTRAST, CONTROL, INTERACTION
 from study.robustness import condition_label
-from study.stats.intervals import holm_levels, holm_p, t_bounds
+from study.stats.intervals import MIN_SEEDS, holm_levels, holm_p, t_bounds
 from study.stats.power import paired_power, seeds_for_power
 from study.stats.trend import trend_fit
 from study.stats.verdicts import UNDEFINED, classify, scope, scope_words, words
@@ -129,6 +129,7 @@ def judge_tests(tables: list[pd.DataFrame], plan: PlanParams) -> pd.DataFrame:
                    "slope_per_decade"):
         if column not in table:
             table[column] = math.nan
+    table.loc[table["seeds"] < MIN_SEEDS, "p"] = math.nan  # described, never inferred: outside the family
     alpha, family = plan.alpha, int(table["p"].notna().sum()) if len(table) else 0
     table["adj_confidence"] = [1 - level for level in holm_levels(table["p"], alpha)]
     table["p_holm"] = holm_p(table["p"])
@@ -138,7 +139,7 @@ def judge_tests(tables: list[pd.DataFrame], plan: PlanParams) -> pd.DataFrame:
         adj = t_bounds(row["mean"], row["se"], row["df"], 1 - row["adj_confidence"])
         slope = row.get("_slope")
         slope_ci = t_bounds(*slope, alpha) if isinstance(slope, tuple) else (math.nan, math.nan)
-        verdict = classify(*adj, row["smallest_effect"], row["direction"])
+        verdict = classify(*adj, row["smallest_effect"], row["direction"], _seeds(row["seeds"]))
         measured = math.isfinite(row["seed_sd"]) and row["seed_sd"] > 0 and family > 0
         seeds = row["seeds"]
         out.append({**row, "ci_low": ci[0], "ci_high": ci[1], "adj_low": adj[0], "adj_high": adj[1],
@@ -149,6 +150,11 @@ def judge_tests(tables: list[pd.DataFrame], plan: PlanParams) -> pd.DataFrame:
                     "seeds_needed": seeds_for_power(row["smallest_effect"], row["seed_sd"], plan.power, alpha,
                                                     family) if measured else None})
     return pd.DataFrame(out, columns=TEST_COLUMNS)
+
+
+def _seeds(value) -> int | None:
+    """A seed count from a table cell, ``None`` where the test was not measured."""
+    return int(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 CLAIM_COLUMNS = ["claim", "text", "comparison", "condition", "control", "control_means", "direction",
@@ -166,7 +172,8 @@ def claims_table(tests: pd.DataFrame, plan: PlanParams) -> pd.DataFrame:
     for claim in plan.claims:
         own = tests[tests["claim"] == claim.name].set_index("test")
         main = own.loc[CONTRAST]
-        verdict = classify(main["adj_low"], main["adj_high"], main["smallest_effect"], claim.direction)
+        verdict = classify(main["adj_low"], main["adj_high"], main["smallest_effect"], claim.direction,
+                           _seeds(main["seeds"]))
         row = {"claim": claim.name, "text": claim.claim, "comparison": main["comparison"],
                "condition": main["condition"], "control": condition_words(claim.control),
                "control_means": claim.control_means, "direction": claim.direction,

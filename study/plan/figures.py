@@ -14,7 +14,7 @@ from study.plan import CONTRAST, CONTROL, INTERACTION
 _TESTS = {"claim", "test", "condition", "mean", "adj_low", "adj_high", "smallest_effect", "verdict"}
 # Okabe & Ito's colour-blind-safe colours: vermillion the claim's condition, blue its control, black the interaction.
 _STYLE = {CONTRAST: ("#D55E00", "o", 0.22), CONTROL: ("#0072B2", "s", 0.0), INTERACTION: ("0.1", "D", -0.22)}
-_NAMES = {CONTRAST: "contrast under the claim's condition", CONTROL: "the same under its control",
+_NAMES = {CONTRAST: "under the claim's condition", CONTROL: "under its control",
           INTERACTION: "interaction (condition − control)"}
 
 

@@ -14,7 +14,8 @@ import pandas as pd
 
 from study import plan as P
 from study.outputs.tables import markdown_table
-from study.report.section import Part, Rows, Sources
+from study.plan.compact import compact_tests
+from study.writing.section import Part, Rows, Sources
 
 
 def _ci(mean: float, low: float, high: float) -> str:
@@ -64,10 +65,6 @@ def _findings(sources: Sources) -> list[str]:
             *(claim_sentence(row) for _, row in claims.iterrows())]
 
 
-_TEST_COLUMNS = ["claim", "test", "condition", "images", "seeds", "mean", "adj_low", "adj_high", "adj_confidence",
-                 "df", "seed_sd", "verdict", "power", "seeds_needed", "flagged_pairs"]
-
-
 def _section(sources: Sources) -> list[str]:
     declared = sources.table(P.FOLDER, P.DECLARED)
     tests = sources.table(P.FOLDER, P.TESTS)
@@ -81,9 +78,11 @@ def _section(sources: Sources) -> list[str]:
                          "the plan; filled: the interval excludes 0; grey band: the smallest effect of interest.")
     if fig:
         lines += [fig, ""]
-    lines += ["Every test (points; `seed_sd`: SD of the seeds' mean contrasts over the fractions, what the power "
-              "depends on; `power`: of the family's first-ranked test at the smallest effect; `seeds_needed`: for "
-              "80% power):", "", markdown_table(tests[[c for c in _TEST_COLUMNS if c in tests]], 2), ""]
+    lines += ["Every test, in points of test top-1 (`images`: test images per run; `seed SD`: SD of the seeds' "
+              "mean contrasts over the fractions, what the power depends on; `power`: of the family's first-ranked "
+              "test at the smallest effect; `seeds needed`: for that power to reach the plan's; `flagged pairs`: "
+              "pairs of runs with a run still improving at its end or on the step floor):", "",
+              markdown_table(compact_tests(tests)), ""]
     return lines
 
 

@@ -23,6 +23,7 @@ from study.core.io import atomic_dir
 from study.outputs.figure_style import save_figure
 from study.outputs.tables import read_table, write_table
 from study.plan.claims import claims_table, declared_table, fractions_table, judge_tests
+from study.plan.compact import compact_claims, compact_tests
 from study.plan.figures import plan_figure
 
 
@@ -66,15 +67,17 @@ def run(params, robustness_tables: Path, figures: Path, tables: Path) -> str:
         write_table(declared_table(plan), tmp / P.DECLARED,
                     f"The analysis plan as declared (written {written} the runs it judges): each claim's "
                     "comparison, condition, matched control, direction and smallest effect of interest (points).", 2)
-        write_table(tests, tmp / P.TESTS,
+        write_table(tests, tmp / P.TESTS, paper=compact_tests(tests), caption=(
                     "Every test of the plan, in points of test top-1: the mean over seeds of each seed's contrast "
                     f"over the fractions, its {1 - plan.alpha:.0%} t-interval (df = seeds - 1) and the interval "
                     f"Holm-adjusted across the plan's {family} tests; the verdict against the smallest effect; "
                     "power of the family's first-ranked test at the seed-level SD, and the seeds "
-                    f"{plan.power:.0%} power would need; images scored per run.", 2)
-        write_table(claims, tmp / P.CLAIMS,
+                    f"{plan.power:.0%} power would need; images scored per run."), float_digits=2)
+        write_table(claims, tmp / P.CLAIMS, paper=compact_claims(claims),
+                    column_format="p{3.2cm}lp{2.2cm}lp{2.2cm}llp{3.5cm}", caption=(
                     "One row per claim: the verdict of its contrast and, with a matched control, the interaction "
-                    "(condition - control, per seed) and the scope they support (points, Holm-adjusted).", 2)
+                    "(condition - control, per seed) and the scope they support (points, Holm-adjusted)."),
+                    float_digits=2)
         write_table(per_fraction, tmp / P.FRACTIONS,
                     f"Each test's contrast per fraction, mean over seeds and {1 - plan.alpha:.0%} t-interval "
                     "(exploratory: neither adjusted nor judged).", 2)

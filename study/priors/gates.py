@@ -1,10 +1,10 @@
 """ConViT's gates: how much each head of a gated positional self-attention block still weighs position.
 
-A GPSA head mixes ``(1 − σ(λ)) · content attention + σ(λ) · positional attention`` (d'Ascoli et al. 2021, eq. 5;
-``../shared/REFERENCES.md``). Training starts every gate at σ(1) ≈ 0.73; a gate that falls means the head has
-turned from its convolution-like positional prior to content. d'Ascoli et al. saw the gates of the early blocks stay
-high and the later ones fall, and the fall grow with data. Here: the gates of every run, and, per block, the mean
-gate at the largest fraction minus the smallest, paired by seed, Holm-adjusted across a model's blocks.
+A GPSA head mixes ``(1 − σ(λ)) · content attention + σ(λ) · positional attention`` (d'Ascoli et al. 2021, eq. 5).
+Training starts every gate at σ(1) ≈ 0.73; a gate that falls means the head has turned from its convolution-like
+positional prior to content. d'Ascoli et al. saw the gates of the early blocks stay high and the later ones fall,
+and the fall grow with data. Here: the gates of every run, and, per block, the mean gate at the largest fraction
+minus the smallest, paired by seed, Holm-adjusted across a model's blocks.
 """
 
 from __future__ import annotations

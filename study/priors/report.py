@@ -17,8 +17,8 @@ import pandas as pd
 from study import attention, efficiency, priors
 from study.efficiency.report import gap_sentences
 from study.outputs.tables import markdown_table
-from study.report.format import images, interval, no_detectable, plural
-from study.report.section import Part, Sources
+from study.writing.format import images, interval, no_detectable, plural
+from study.writing.section import Part, Sources
 
 
 def arms_of(models: dict, trained: list[str], vit_family: tuple[str, ...]) -> dict:

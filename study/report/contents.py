@@ -1,7 +1,7 @@
 """The report's table of contents: which question writes each part, in the order the report prints them.
 
 The renderer (:mod:`study.report.render`) iterates these lists and nothing else; a question's parts, the tables
-they read and their wording are its own (``study/<question>/report.py``, :class:`study.report.section.Part`).
+they read and their wording are its own (``study/<question>/report.py``, :class:`study.writing.section.Part`).
 
 - :data:`FINDINGS`: the subsections of "Findings", each a heading and the parts whose sentences it lists as
   bullets (representations and attention share one); a subsection with no sentence is left out, heading and all
@@ -23,7 +23,7 @@ from study.efficiency import report as efficiency
 from study.plan import report as plan
 from study.priors import report as priors
 from study.report import limitations
-from study.report.section import Part, Rows
+from study.writing.section import Part, Rows
 from study.representations import report as representations
 from study.robustness import report as robustness
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from study.report.contents import FINDINGS_ROWS
-from study.report.section import EXPLORATORY, FINDINGS_COLUMNS, Sources
+from study.writing.section import EXPLORATORY, FINDINGS_COLUMNS, Sources
 
 
 def findings_table(sources: Sources) -> pd.DataFrame:

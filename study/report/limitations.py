@@ -12,8 +12,8 @@ from __future__ import annotations
 import pandas as pd
 
 from study import efficiency
-from study.report.format import plural
-from study.report.section import Part, Sources
+from study.writing.format import plural
+from study.writing.section import Part, Sources
 from study.stats.intervals import MIN_SEEDS
 
 

@@ -26,8 +26,11 @@ from pathlib import Path
 
 import yaml
 
+from study.core.version import study_version
+
+# The study's own version is recorded apart ("version": study.core.version, current in an editable install).
 _PACKAGES = ("torch", "torchvision", "timm", "numpy", "scipy", "scikit-learn", "pandas", "matplotlib",
-             "seaborn", "dvc", "vit-vs-cnn")
+             "seaborn", "dvc")
 # Files the pipeline itself rewrites while it runs: they do not make the code "dirty".
 _PIPELINE_OUTPUTS = ("dvc.lock", "reports/", "runs/", "data/")
 # What a run folder holds that the analyses and the report read (init.pt: the weights before the first step,
@@ -139,6 +142,7 @@ def provenance(*, params_path: str | Path, pipeline: str | Path, manifest: str |
     both, each path naming its folder."""
     root = Path(pipeline).parent
     return {
+        "version": study_version(),
         **code_state(),
         "params_sha256": file_digest(params_path),
         "params": Path(params_path).read_text(),

@@ -26,8 +26,9 @@ from study.archs import VIT_FAMILY
 from study.priors.report import arms_of
 from study.report.provenance import provenance
 from study.efficiency.report import headline_metrics
+from study.report.glance import findings_table
 from study.report.render import render_report
-from study.report.section import Sources
+from study.writing.section import Sources
 from study.outputs.tables import read_table, write_table
 from study.core.entry import configured
 
@@ -58,12 +59,26 @@ def main(args: argparse.Namespace) -> str:
                       devices=runs["device"].tolist(), train_seconds=float(runs["train_seconds"].sum()))
     write_json(args.provenance, prov)
     setup = {**setup_facts(params), "design": header_comment(args.params.read_text())}
-    text = render_report(Sources(tables=args.tables, setup_tables=args.setup_tables, figures=args.figures,
-                                 report_dir=args.out.parent, setup=setup), prov)
+    sources = Sources(tables=args.tables, setup_tables=args.setup_tables, figures=args.figures,
+                      report_dir=args.out.parent, setup=setup)
+    findings = findings_table(sources)
+    text = render_report(sources, prov, findings)
+    write_findings(findings, args.out.parent)
     write_text(args.out, text)
     write_json(args.metrics, headline_metrics(args.tables))
     return (f"report: {args.out} ({len(text.splitlines())} lines), {args.metrics}, {args.provenance}; "
             f"commit {prov['git_commit']}")
+
+
+FINDINGS = "findings"  # the findings table beside report.md, as CSV and LaTeX
+
+
+def write_findings(table: pd.DataFrame, folder: Path) -> None:
+    """The findings table that opens the report, as ``findings.csv`` and ``findings.tex`` (booktabs, wrapped text
+    columns) in ``folder``, for a paper to ``\\input``."""
+    write_table(table, folder / FINDINGS, "Findings: each claim with its evidence (points of test top-1, "
+                "Holm-adjusted intervals over seeds), its control and its verdict (only the analysis plan's claims "
+                "carry one; the other rows are exploratory).", column_format="p{3.6cm}p{4.2cm}p{4.2cm}p{3.6cm}")
 
 
 def write_setup_tables(runs: pd.DataFrame, cka_tables: Path, out: Path) -> None:

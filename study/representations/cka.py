@@ -10,7 +10,7 @@ Two entry points:
   the three HSIC terms are averaged over batches and only then combined into CKA. Averaging per-batch CKA
   values instead would be a different (biased) quantity.
 
-Definitions (see ``/work/shared/REFERENCES.md``): with Grams ``K = XXᵀ`` and ``L = YYᵀ`` (n × n),
+Definitions (Kornblith et al. 2019, §3; HSIC₁ as Nguyen, Raghu & Kornblith 2021 use it): with Grams ``K = XXᵀ`` and ``L = YYᵀ`` (n × n),
 ``CKA = HSIC(K, L) / sqrt(HSIC(K, K) · HSIC(L, L))``;
 ``HSIC₀ = tr(KHLH) / (n−1)²`` with ``H = I − 11ᵀ/n``; and with ``K̃, L̃`` the Grams with zeroed diagonals,
 ``HSIC₁ = [tr(K̃L̃) + (1ᵀK̃1)(1ᵀL̃1)/((n−1)(n−2)) − (2/(n−2))·1ᵀK̃L̃1] / (n(n−3))``, which needs n ≥ 4.

@@ -107,8 +107,10 @@ def cka_grid(panels: Sequence[CKAPanel]) -> Figure:
         axes = _panels(fig, len(panels))
         for ax, panel in zip(axes, panels):
             image = _draw_cka(ax, panel, limits)
-        colorbar = fig.colorbar(image, ax=list(axes), shrink=0.8)
-        colorbar.set_label(f"CKA (scale {limits[0]:.2f}–{limits[1]:.2f}, the data's range)")
+        # As tall as the panels, and a label shorter than the bar: constrained layout makes room beside a bar's
+        # label, not above it, so a longer one ("CKA (scale 0.70–1.00, the data's range)") ran off the figure.
+        colorbar = fig.colorbar(image, ax=list(axes), shrink=1.0)
+        colorbar.set_label(f"CKA ({limits[0]:.2f}–{limits[1]:.2f})")  # the range the colours span
         fig.canvas.draw()  # create ticks now, under this style
     return fig
 

@@ -32,8 +32,8 @@ import pandas as pd
 
 from study import representations
 from study.outputs.tables import markdown_table
-from study.report.format import interval, no_inference, percent, plural, reference_data, share
-from study.report.section import Part, Sources
+from study.writing.format import interval, no_inference, percent, plural, reference_data, share
+from study.writing.section import Part, Sources
 from study.stats.intervals import MIN_SEEDS
 
 

@@ -44,7 +44,7 @@ RUN_KEYS = ["model", "fraction", "seed"]
 CONSISTENCY = "consistency"  # the probe name of the 1-px shift consistency rows
 # Metrics: the column of the per-run table each contrast is taken of, and its scale in the tables (points).
 METRICS = {"accuracy": "top1", "retained": "retained", CONSISTENCY: CONSISTENCY}
-CONTRAST_COLUMNS = ["comparison", "metric", *KEYS, "fraction", "train_images", "seeds", "diff_mean", "ci_low",
+CONTRAST_COLUMNS = ["comparison", "metric", *KEYS, "fraction", "train_images", "seeds", "images", "diff_mean", "ci_low",
                     "ci_high", "adj_ci_low", "adj_ci_high", "adj_confidence", "p", "p_holm", "significant", "inference",
                     "equivalence_bound", "under_trained", "step_bound"]
 
@@ -143,6 +143,7 @@ def contrasts(table: pd.DataFrame, pairs: list[tuple[str, str]], metric: str, co
     flags = data.pivot_table(index=index, columns="model", values="under_trained", aggfunc="max")
     bound = data.pivot_table(index=index, columns="model", values="step_bound", aggfunc="max")
     sizes = table.groupby("fraction")["train_images"].median()
+    scored = data.groupby(KEYS)["images"].min()  # test images per run at each condition: n beside every contrast
     rows = []
     for a, b in pairs:
         if a not in wide or b not in wide:
@@ -156,7 +157,8 @@ def contrasts(table: pd.DataFrame, pairs: list[tuple[str, str]], metric: str, co
                 inference = d.size >= MIN_SEEDS
                 rows.append({
                     "comparison": f"{a} - {b}", "metric": metric, **dict(zip(KEYS, key)), "fraction": fraction,
-                    "train_images": int(sizes[fraction]), "seeds": d.size, "diff_mean": mean,
+                    "train_images": int(sizes[fraction]), "seeds": d.size, "images": int(scored[key]),
+                    "diff_mean": mean,
                     "ci_low": mean - half, "ci_high": mean + half, "adj_ci_low": adj.low, "adj_ci_high": adj.high,
                     "adj_confidence": adj.confidence, "p": adj.p, "p_holm": adj.p_holm,
                     "significant": bool(adj.significant), "inference": inference,

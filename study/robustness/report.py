@@ -23,8 +23,8 @@ import pandas as pd
 
 from study import robustness
 from study.outputs.tables import markdown_table
-from study.report.format import images, interval, no_inference, percent, plural, share
-from study.report.section import Part, Sources
+from study.writing.format import images, interval, no_inference, percent, plural, share
+from study.writing.section import Part, Sources
 from study.robustness import is_variant, trained_model
 from study.robustness import wording as W
 from study.stats.intervals import MIN_SEEDS

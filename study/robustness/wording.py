@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from study.report.format import interval, no_detectable, plural
+from study.writing.format import interval, no_detectable, plural
 
 PROBE_WORDS = {"occlusion": "occlusion", "rearrangement": "patch shuffle", "translation": "shift",
                "corruption": "corruption", "consistency": "1-px consistency"}

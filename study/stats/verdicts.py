@@ -19,8 +19,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-SUPPORTED, REFUTED, NO_EFFECT, REVERSED, INCONCLUSIVE, UNDEFINED = (
-    "supported", "refuted", "no effect", "reversed", "inconclusive", "undefined")
+from study.stats.intervals import MIN_SEEDS
+
+SUPPORTED, REFUTED, NO_EFFECT, REVERSED, INCONCLUSIVE, UNDEFINED, TOO_FEW = (
+    "supported", "refuted", "no effect", "reversed", "inconclusive", "undefined", "too few seeds")
 # Scopes of a controlled claim (:func:`scope`).
 ONLY, LARGER, BOTH, OPPOSITE, UNSEPARATED = "only", "larger", "both", "larger under the control", "unseparated"
 
@@ -34,7 +36,8 @@ class Verdict:
     bound: float
 
 
-def classify(low: float, high: float, smallest_effect: float, direction: int = 0) -> Verdict:
+def classify(low: float, high: float, smallest_effect: float, direction: int = 0, seeds: int | None = None
+             ) -> Verdict:
     """Classify an adjusted interval ``[low, high]`` of an effect against the smallest effect of interest
     ``smallest_effect`` (> 0), for a claim in ``direction`` (+1: the effect is positive, −1: negative, 0: any
     difference):
@@ -45,12 +48,15 @@ def classify(low: float, high: float, smallest_effect: float, direction: int = 0
       inside the margin is a TOST at level ``a/2``, Schuirmann 1987; Lakens 2017);
     - **reversed** — a directional claim whose interval lies wholly on the other side of 0, beyond the margin;
     - **inconclusive** — anything else: effects beyond ``±bound`` are excluded, smaller ones are not;
-    - **undefined** — no interval (NaN bounds: fewer than 2 seeds, or the condition was not run).
+    - **undefined** — no interval (NaN bounds: fewer than 2 seeds, or the condition was not run);
+    - **too few seeds** — given ``seeds`` below :data:`study.stats.intervals.MIN_SEEDS`: described, never inferred.
     """
     if direction not in (-1, 0, 1):
         raise ValueError(f"direction = {direction}: +1, -1 or 0")
     if not smallest_effect > 0:
         raise ValueError(f"smallest_effect = {smallest_effect}: must be positive")
+    if seeds is not None and seeds < MIN_SEEDS:
+        return Verdict(TOO_FEW, math.nan)
     if not (math.isfinite(low) and math.isfinite(high)):
         return Verdict(UNDEFINED, math.nan)
     bound = float(max(abs(low), abs(high)))
@@ -105,6 +111,8 @@ def words(verdict: Verdict, unit: str = "points") -> str:
         return "reversed: the other model is ahead"
     if label == INCONCLUSIVE:
         return f"inconclusive: effects beyond ±{bound:.1f} {unit} excluded"
+    if label == TOO_FEW:
+        return f"not inferred: fewer than {MIN_SEEDS} seeds"
     return "not measured"
 
 

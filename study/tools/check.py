@@ -1,12 +1,21 @@
-"""``study check``: validate a parameters file and exit: the schema every stage reads, the architectures the training
-stages build and the probes the robustness stage runs, without the work (run it after editing params.yaml)."""
+"""``study check``: validate a parameters file and exit: the schema every stage reads, every model built for the
+data's shape (architectures and their ``arch_args``, keys and values) and the probes the robustness stage runs,
+without the work (run it after editing params.yaml).
+
+A preset (a file of a project's ``configs/``) is an overlay of that project's params.yaml, not a parameters file of
+its own: it is checked merged over params.yaml, as ``study preset NAME`` merges it (study/presets.py).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
-from study.core.config import load_params
-from study.models import check_archs
+from study.core.config import INPUT_SHAPES, NUM_CLASSES, Params, load_params, parse_params
+from study.core.errors import StudyError
+from study.models import check_archs, check_models
+from study.presets import preset_params
 from study.robustness.grids import check_robustness
 
 
@@ -15,8 +24,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> str:
-    params = load_params(args.params)
-    check_archs({name: m.arch for name, m in params.models.items()}, str(args.params))
-    check_robustness(params, str(args.params))
-    return (f"check: {args.params} is valid ({len(params.trained_models)} models, {len(params.fractions)} fractions, "
-            f"{len(params.seeds)} seeds)")
+    params, source = read(args.params)
+    check_archs({name: m.arch for name, m in params.models.items()}, source)
+    size, chans = INPUT_SHAPES[params.data.dataset]
+    check_models({name: (m.arch, m.arch_args) for name, m in params.models.items()},
+                 NUM_CLASSES[params.data.dataset], size, chans, source)
+    check_robustness(params, source)
+    return (f"check: {source} is valid ({len(params.models)} models built for {size}x{size}x{chans} inputs, "
+            f"{len(params.fractions)} fractions, {len(params.seeds)} seeds)")
+
+
+def read(path: Path) -> tuple[Params, str]:
+    """The validated parameters at ``path`` and how to name them: a preset merged over its project's params.yaml
+    first (named so), any other file as it is."""
+    folder = path.resolve().parent
+    if folder.name == "configs" and (folder.parent / "params.yaml").is_file():
+        base = os.path.relpath(folder.parent / "params.yaml")
+        source = f"{path} merged over {base} (a preset: an overlay of params.yaml)"
+        return parse_params(preset_params(folder.parent, path.stem), source=source), source
+    try:
+        return load_params(path), str(path)
+    except StudyError as error:
+        if ": missing key " not in str(error):
+            raise
+        raise StudyError(f"{error}; if {path} is a preset (an overlay of params.yaml), put it in the project's "
+                         "configs/ and check that file, which is merged over params.yaml first") from None

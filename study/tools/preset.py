@@ -4,8 +4,9 @@ params.yaml), so that running a preset never overwrites a tracked file.
 ``study preset NAME DIR`` copies the project's tracked and untracked (not ignored) files to DIR, which must be new
 or empty, without pipeline outputs (reports/, runs/, data/) or dvc.lock, writes the merged, validated parameters as
 its params.yaml (headed by the preset's header, which the report prints) and commits it all in a git repository of
-its own, so that ``cd DIR && dvc repro`` runs the preset there. ``--print`` writes nothing: it prints the merged
-parameters instead. Nothing is written when the preset is unknown or invalid. The merge: study/presets.py.
+its own, so that ``pip install -e DIR && cd DIR && dvc repro`` runs the preset there with the copy's own code.
+``--print`` writes nothing: it prints the merged parameters instead. Nothing is written when the preset is unknown
+or invalid. The merge: study/presets.py.
 """
 
 from __future__ import annotations
@@ -42,5 +43,7 @@ def main(args: argparse.Namespace) -> str:
     if dest.resolve().is_relative_to(root.resolve()):
         raise StudyError(f"{dest} is inside the project; give a folder outside it (e.g. ../{args.name}-study)")
     working_copy(root, dest, params, comment)
+    # `study` runs the code of the checkout it was installed from, and refuses to in another project
+    # (study/core/checkout.py): the copy runs with its own install.
     return (f"preset {args.name}: a working copy with configs/{args.name}.yaml merged over params.yaml is in {dest}; "
-            f"run it with: cd {dest} && dvc repro")
+            f"run it with its own code: pip install -e {dest} && cd {dest} && dvc repro")

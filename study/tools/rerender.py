@@ -21,6 +21,7 @@ from pathlib import Path
 from study import controls, efficiency, plan, robustness
 from study.core.config import parse_params
 from study.core.errors import StudyError
+from study.core.version import study_version
 from study.core.io import write_json, write_text
 from study.presets import params_text, preset_comment, preset_params
 
@@ -44,8 +45,9 @@ def rerender(root: Path, name: str, study: Path) -> str:
     from study.plan import stage as plan_stage
     from study.report.provenance import code_state
     from study.report.render import render_report
-    from study.report.section import Sources
-    from study.report.stage import header_comment, setup_facts
+    from study.writing.section import Sources
+    from study.report.glance import findings_table
+    from study.report.stage import header_comment, setup_facts, write_findings
 
     raw = preset_params(root, name)
     text = params_text(raw, preset_comment(root, name))
@@ -65,12 +67,14 @@ def rerender(root: Path, name: str, study: Path) -> str:
     prov = json.loads((study / "provenance.json").read_text())
     state = code_state()
     prov["rerendered"] = {
-        "git_commit": state["git_commit"], "git_dirty": state["git_dirty"], "tables": recomputed,
+        "version": study_version(), "git_commit": state["git_commit"], "git_dirty": state["git_dirty"], "tables": recomputed,
         "params": text, "params_sha256": hashlib.sha256(text.encode()).hexdigest(),
         "generated_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     setup = {**setup_facts(params), "design": header_comment(text)}
-    report = render_report(Sources(tables=tables, setup_tables=tables / "setup", figures=figures, report_dir=study,
-                                   setup=setup), prov)
+    sources = Sources(tables=tables, setup_tables=tables / "setup", figures=figures, report_dir=study, setup=setup)
+    findings = findings_table(sources)
+    report = render_report(sources, prov, findings)
+    write_findings(findings, study)
     write_json(study / "provenance.json", prov)
     write_text(study / "report.md", report)
     write_json(study / "metrics.json", headline_metrics(tables))

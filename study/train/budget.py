@@ -1,7 +1,7 @@
 """Identical budgets: every model at a fraction takes the same optimiser steps on the same batch size.
 
-Across fractions there is no standard (see REFERENCES.md, "Budgets across data fractions"), so the
-convention is a parameter and every run records it:
+Across fractions there is no standard (the two published conventions below), so the convention is a parameter
+and every run records it:
 
 - ``epochs``: a fraction trains ``epochs`` passes over its own data, but at least ``min_steps`` steps,
   so tiny subsets still get enough updates to converge (the ViT paper keeps hyperparameters fixed).

@@ -96,7 +96,9 @@ def _sources_stub(pooled_table, on_off):
             return pooled_table
 
         def table_if_written(self, folder, name):
-            return on_off
+            from study import controls
+
+            return on_off if name == controls.GRID else None
     return Stub()
 
 
@@ -133,3 +135,18 @@ def test_power_table_reports_what_the_seeds_detect(pooled):
     sd = row["seed_sd_points"] / 100  # the power is the t-test's on the seeds' means, at the seed-level SD
     assert row["power"] == pytest.approx(paired_power(4, 0.05, sd, 0.05, 2)) and row["power"] > 0.99
     assert row["seeds_needed"] == seeds_for_power(0.05, sd, 0.8, 0.05, 2) <= 4
+
+
+def test_the_position_hypothesis_row_reads_the_twins_retention_per_fraction(pooled):
+    from study.controls.report import _position_row
+
+    table, pairs, _, _ = pooled
+    kept = C.retention_table(table, pairs, [("rearrangement", "shuffle", 7.0), ("rearrangement", "offset", 7.0)],
+                             0.95)
+    row = _position_row(kept[kept["comparison"] == "vit - resnet"])
+    assert row["verdict"].startswith("exploratory") and row["claim"].startswith("Position embedding")
+    assert row["evidence"].startswith("7x7 shuffle: 285 images +2") and row["evidence"].count("images") == 3
+    # off the grid both models keep all of their accuracy: the difference in retention is within noise
+    off = kept[(kept["comparison"] == "vit - resnet") & (kept["variant"] == "offset")]
+    assert off["diff_mean"].abs().max() < 0.03
+    assert row["control"].startswith("offset shuffle: 285 images") and row["control"].count("images") == 3

@@ -115,7 +115,8 @@ def test_the_command_writes_a_working_copy_with_the_merged_params_and_leaves_the
     result = study("preset", "smoke", str(copy))
     assert result.returncode == 0, result.stderr
     line = result.stdout.strip()
-    assert "\n" not in line and line.endswith(f"cd {copy} && dvc repro")
+    assert "\n" not in line
+    assert line.endswith(f"run it with its own code: pip install -e {copy} && cd {copy} && dvc repro")
     assert {path: path.read_bytes() for path in before} == before  # byte for byte
     assert yaml.safe_load((copy / "params.yaml").read_text()) == preset_params(ROOT, "smoke")
     assert (copy / "params.yaml").read_text() == preset_text(ROOT, "smoke")
@@ -125,6 +126,10 @@ def test_the_command_writes_a_working_copy_with_the_merged_params_and_leaves_the
     # a git repository of its own, everything committed, so that DVC works there
     status = subprocess.run(["git", "status", "--porcelain"], cwd=copy, capture_output=True, text=True, check=True)
     assert status.stdout == ""
+    # without the copy's own install, this checkout's `study` refuses to run there, and says how
+    refused = subprocess.run([str(Path(sys.executable).with_name("study")), "check"], cwd=copy, capture_output=True,
+                             text=True)
+    assert refused.returncode == 2 and f"pip install -e {copy}`" in refused.stderr
 
 
 def test_print_writes_nothing_and_prints_the_merged_params():

@@ -1,4 +1,4 @@
-"""What a training stage's process costs before and after its optimiser steps (issue 48, item 3).
+"""What a training stage's process costs before and after its optimiser steps.
 
 Every DVC training stage is a new ``study train`` process, so what it imports and reads at start is paid once per
 run: 27 times in the smoke preset. The budgets, on a 2-core CPU like CI's:

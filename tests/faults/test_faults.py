@@ -35,6 +35,7 @@ import torch
 import yaml
 
 from tests.conftest import ROOT
+from study.core.checkout import own_code_env
 from study.core.cli import main
 from study.data.prepared import read_prepared, write_prepared
 from study.data.schema import Dataset
@@ -561,8 +562,9 @@ def _env(extra_path: Path | None = None, **variables: str) -> dict[str, str]:
 
 
 def _dvc(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=project, env=env or _env(),
-                          capture_output=True, text=True)
+    """``dvc`` in ``project``, a copy of this one that runs its own code (`study` refuses another checkout's)."""
+    return subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=project,
+                          env=own_code_env(project, env or _env()), capture_output=True, text=True)
 
 
 def _copy_study(smoke_study: Path, dest: Path) -> Path:
@@ -602,7 +604,8 @@ def test_sigkill_anywhere_then_repro_finishes_with_the_uninterrupted_results(smo
     flag, log = tmp_path / "teacher-holding", tmp_path / "held-repro.log"
     with log.open("w") as output:
         repro = subprocess.Popen([str(Path(sys.executable).parent / "dvc"), "repro"], cwd=project,
-                                 env=_env(shim, HOLD_AFTER="resnet/f0.5_s0/resume.pt", HOLD_FLAG=str(flag)),
+                                 env=own_code_env(project, _env(shim, HOLD_AFTER="resnet/f0.5_s0/resume.pt",
+                                                                HOLD_FLAG=str(flag))),
                                  stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 600
         while not flag.exists() and repro.poll() is None and time.monotonic() < deadline:
@@ -647,7 +650,7 @@ def test_a_second_repro_in_the_same_workspace_refuses_and_corrupts_nothing(smoke
     project = _copy_study(smoke_study, tmp_path / "study")
     gate = tmp_path / "gate"
     first = subprocess.Popen([str(Path(sys.executable).parent / "dvc"), "repro", "-f", "-s", "curves"], cwd=project,
-                             env=_env(_install_shim(tmp_path / "bin"), HOLD_UNTIL=str(gate)),
+                             env=own_code_env(project, _env(_install_shim(tmp_path / "bin"), HOLD_UNTIL=str(gate))),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 300
     while not Path(f"{gate}.waiting").exists():  # the first is inside its stage, holding the lock

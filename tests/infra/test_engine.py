@@ -30,6 +30,7 @@ import pytest
 import torch
 import yaml
 
+from study.core.checkout import own_code_env
 from study.core.config import EngineParams, parse_params
 from study.infra.engine.resources import Reservation, is_training, reservation, with_cpus_per_run
 from study.infra.engine.schedule import DONE, FAILED, RUNNING, SKIPPED, WAITING, Schedule
@@ -331,8 +332,8 @@ def _fresh_copy(smoke_study: Path, dest: Path) -> Path:
 
 
 def _study_run(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([STUDY, "run", *args], cwd=project, env=env or _env(), capture_output=True, text=True,
-                          timeout=1800)
+    return subprocess.run([STUDY, "run", *args], cwd=project, env=own_code_env(project, env or _env()),
+                          capture_output=True, text=True, timeout=1800)
 
 
 def _lock(project: Path) -> dict:
@@ -385,9 +386,12 @@ def test_the_engine_leaves_the_results_and_dvc_lock_of_a_sequential_repro(smoke_
 
 # A stand-in for `study`, first on the PATH of the cluster's workers: it fails the stage named in the file
 # $FAIL_STAGE_FILE the way a stage fails (`error: ...`, status 2), and runs every other command for real. DVC
-# names the running stage in $DVC_STAGE, and the engine passes that on.
+# names the running stage in $DVC_STAGE, and the engine passes that on. The workers were started without the
+# project's code on PYTHONPATH, so it puts the stage's folder (the project, a copy of this one) there: `study`
+# refuses another checkout's package in a project.
 FAILING_STUDY = textwrap.dedent('''\
     #!/bin/sh
+    export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}"
     if [ -f "$FAIL_STAGE_FILE" ] && [ "$DVC_STAGE" = "$(cat "$FAIL_STAGE_FILE")" ]; then
         echo "error: injected failure of $DVC_STAGE" >&2
         exit 2
@@ -481,8 +485,8 @@ def _start_and_stop(project: Path, args: list[str], env: dict, ready, sig: int) 
     The pause makes the test independent of the CPU's speed: on a fast one a smoke run would otherwise finish
     its last steps before the engine's stop reaches it. A paused command ignores the engine's SIGTERM, so it
     also exercises the SIGKILL that follows it (SIGKILL ends a stopped process)."""
-    engine = subprocess.Popen([STUDY, "run", *args], cwd=project, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    engine = subprocess.Popen([STUDY, "run", *args], cwd=project, env=own_code_env(project, env),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.monotonic() + 1200
     while engine.poll() is None and not ready():
         assert time.monotonic() < deadline, "the engine never reached the point to stop it"

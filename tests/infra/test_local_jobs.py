@@ -21,6 +21,7 @@ import psutil
 import pytest
 import yaml
 
+from study.core.checkout import own_code_env
 from study.infra.engine.local import LocalPool
 from study.infra.engine.resources import Reservation
 from study.infra.engine.tasks import Job
@@ -252,7 +253,8 @@ def test_two_jobs_leave_the_results_of_dvc_repro_and_a_clean_status(smoke_study,
     project = _fresh_copy(smoke_study, tmp_path / "study")
     assert parse_params(copy.deepcopy(SMOKE)).train.threads == 2
     script = "import sys; sys.modules['ray'] = None; from study.core.cli import main; sys.exit(main(sys.argv[1:]))"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    env = own_code_env(project, {**os.environ, "PATH": path})  # the copy runs its own code, as `study` requires
     result = subprocess.run([sys.executable, "-c", script, "run", "--jobs", "2", "--cpus", "4"], cwd=project, env=env,
                             capture_output=True, text=True, timeout=3600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

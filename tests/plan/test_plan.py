@@ -149,3 +149,31 @@ def test_a_plan_naming_an_unknown_model_or_probe_fails_in_one_line():
     with pytest.raises(StudyError, match="seeds lists"):
         parse_params({**plan_with(), "seeds": [0, 1]})
     assert parse_params(plan_with(arm="vit@uniform", against="vit")).analysis.plan.models() == ("vit@uniform", "vit")
+
+
+def test_two_seeds_give_no_verdict_and_leave_the_family():
+    plan = plan_params(seeds=3)
+    table = per_run(seeds=3)
+    tests = judge_tests([table[table["seed"] < 2]], plan)
+    measured = tests[tests["seeds"].notna()]
+    assert (measured["seeds"] == 2).all() and measured["p"].isna().all()
+    assert set(measured["verdict"]) == {V.TOO_FEW}
+    by = claims_table(tests, plan).set_index("claim")
+    assert by.loc["clean", "verdict_words"] == "not inferred: fewer than 3 seeds"
+
+
+def test_the_tex_tables_are_the_columns_a_paper_cites(judged, tmp_path):
+    from study.outputs.tables import write_table
+    from study.plan.compact import compact_claims, compact_tests
+
+    plan, tests, claims = judged
+    shown = compact_tests(tests)
+    clean = shown.iloc[0]
+    row = tests.iloc[0]
+    assert clean["Holm-adjusted CI"] == (f"{row['adj_low']:+.1f} to {row['adj_high']:+.1f} "
+                                         f"({100 * row['adj_confidence']:.2f}%)")
+    assert shown.loc[tests["claim"] == "absent", "mean"].item() == "–"
+    write_table(claims, tmp_path / "claims", "claims", paper=compact_claims(claims))
+    tex, csv = (tmp_path / "claims.tex").read_text(), pd.read_csv(tmp_path / "claims.csv")
+    assert "verdict_words" in csv and "verdict\\_words" not in tex  # the CSV whole, the .tex as cited
+    assert "only on its condition" in tex and "$\\pm$" not in tex.split("\\midrule")[0]

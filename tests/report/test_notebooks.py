@@ -3,14 +3,19 @@
 Why: notebooks rot silently — a renamed column or function breaks them without failing any unit test.
 Each notebook is executed against the smoke study's outputs (the ``smoke_study`` fixture) in a kernel
 of this very interpreter, so the notebooks' own checks run too (step-by-step ViT == ``model(x)``,
-recomputed CKA and attention distances == the stored CSVs). The four kernels run concurrently: most of
+recomputed CKA and attention distances == the stored CSVs). The kernels run concurrently: most of
 each notebook's time is importing torch and timm, which overlaps well even on two cores.
+
+A fresh clone has the committed ``reports/`` but no ``runs/`` or ``data/prepared/`` (``dvc repro`` makes them):
+each notebook is also executed on a copy of ``reports/`` alone, the committed one and the smoke study's, and must
+do there what its first cell says (:data:`WITHOUT_RUNS`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,6 +33,19 @@ CHECKS = {
     "03_representations": "live CKA matches reports/figures/cka",
     "04_attention": "mean attention distance matches reports/figures/attention/attention_distance.csv",
     "05_controls": "recomputed pooled contrasts match reports/tables/controls",
+    "06_plan": "the mean of the seeds' means matches reports/tables/plan/tests.csv",
+}
+# What each notebook does without runs/ and data/prepared/, as its first cell says ("**Needs:**"): "reports" runs
+# whole on the committed reports/; "partial" skips its run-dependent cells, each printing a line "skipped ..." that
+# names `dvc repro`, and shows the rest from reports/; "runs" stops at its first cell after the project's, with a
+# one-line error naming `dvc repro`.
+WITHOUT_RUNS = {
+    "01_vit_walkthrough": "runs",
+    "02_data_efficiency": "reports",
+    "03_representations": "partial",
+    "04_attention": "partial",
+    "05_controls": "reports",
+    "06_plan": "reports",
 }
 MIN_FIGURES = 3
 KERNEL_PROBE = "import sys, study\nprint('KERNEL', sys.prefix, study.__file__)"
@@ -39,6 +57,18 @@ def notebook_paths() -> list[Path]:
 
 def test_expected_notebooks_exist():
     assert {path.stem for path in notebook_paths()} >= set(CHECKS)
+    assert {path.stem for path in notebook_paths()} == set(WITHOUT_RUNS), "say what each notebook needs"
+
+
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
+def test_first_cell_says_what_the_notebook_needs(path: Path):
+    first = nbformat.read(path, as_version=4).cells[0]
+    assert first.cell_type == "markdown"
+    needs = first.source[first.source.index("**Needs:**"):]
+    if WITHOUT_RUNS[path.stem] == "reports":
+        assert "`reports/` only" in needs and "fresh clone" in needs
+    else:
+        assert "`runs/`" in needs and "`dvc repro`" in needs
 
 
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
@@ -100,9 +130,11 @@ def _kernelspec_dir(base: Path) -> Path:
     return base
 
 
-async def _execute(path: Path, project: Path) -> tuple[nbformat.NotebookNode, float, BaseException | None]:
+async def _execute(path: Path, project: Path,
+                   probe: bool = True) -> tuple[nbformat.NotebookNode, float, BaseException | None]:
     nb = nbformat.read(path, as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell(KERNEL_PROBE))
+    if probe:
+        nb.cells.append(nbformat.v4.new_code_cell(KERNEL_PROBE))
     client = NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(project)}})
     tic = time.perf_counter()
     try:
@@ -113,19 +145,27 @@ async def _execute(path: Path, project: Path) -> tuple[nbformat.NotebookNode, fl
     return nb, time.perf_counter() - tic, error
 
 
-@pytest.fixture(scope="module")
-def executed(smoke_study: Path, tmp_path_factory) -> dict[str, tuple[nbformat.NotebookNode, float, BaseException | None]]:
-    """Every notebook executed (concurrently) against the smoke study: stem -> (notebook, seconds, error)."""
+Executed = dict[str, tuple[nbformat.NotebookNode, float, BaseException | None]]
+
+
+def _execute_all(project: Path, tmp_path_factory, probe: bool = True) -> Executed:
+    """Every notebook executed (concurrently) against ``project``: stem -> (notebook, seconds, error)."""
     jupyter_dir = _kernelspec_dir(tmp_path_factory.mktemp("jupyter"))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("STUDY_ROOT", str(smoke_study))
+        patch.setenv("STUDY_ROOT", str(project))
         patch.setenv("JUPYTER_PATH", str(jupyter_dir))  # searched before the user's and the system's dirs
 
         async def run_all():
-            return await asyncio.gather(*(_execute(path, smoke_study) for path in notebook_paths()))
+            return await asyncio.gather(*(_execute(path, project, probe) for path in notebook_paths()))
 
         results = asyncio.run(run_all())
     return {path.stem: result for path, result in zip(notebook_paths(), results)}
+
+
+@pytest.fixture(scope="module")
+def executed(smoke_study: Path, tmp_path_factory) -> Executed:
+    """Every notebook executed against the smoke study."""
+    return _execute_all(smoke_study, tmp_path_factory)
 
 
 def _texts(nb: nbformat.NotebookNode) -> str:
@@ -150,3 +190,67 @@ def test_notebook_runs_on_smoke_study(path: Path, executed, smoke_study: Path):
     if path.stem in CHECKS:
         assert CHECKS[path.stem] in _texts(nb)
     print(f"{path.name}: {seconds:.1f} s, {figures} figures")
+
+
+# --- execution on a fresh clone: reports/ without runs/ ----------------------------------------------------------
+
+
+def _fresh_clone(reports: Path, dest: Path) -> Path:
+    """What a clone holds for the notebooks: dvc.yaml and a finished study's reports/; no runs/, no data/."""
+    dest.mkdir(parents=True)
+    shutil.copy(ROOT / "dvc.yaml", dest / "dvc.yaml")
+    shutil.copytree(reports, dest / "reports")
+    return dest
+
+
+@pytest.fixture(scope="module")
+def executed_on_committed_reports(tmp_path_factory) -> Executed:
+    """Every notebook executed against a copy of this checkout's committed reports/ alone."""
+    return _execute_all(_fresh_clone(ROOT / "reports", tmp_path_factory.mktemp("clone") / "project"),
+                        tmp_path_factory, probe=False)
+
+
+@pytest.fixture(scope="module")
+def executed_on_smoke_reports(smoke_study: Path, tmp_path_factory) -> Executed:
+    """Every notebook executed against a copy of the smoke study's reports/ alone (tables this code wrote)."""
+    return _execute_all(_fresh_clone(smoke_study / "reports", tmp_path_factory.mktemp("clone") / "project"),
+                        tmp_path_factory, probe=False)
+
+
+def _check_without_runs(path: Path, executed: Executed, source: str) -> None:
+    nb, seconds, error = executed[path.stem]
+    errors = [(index, out) for index, cell in enumerate(nb.cells) for out in cell.get("outputs", [])
+              if out.get("output_type") == "error"]
+    skipped = [line for line in _texts(nb).splitlines() if line.startswith("skipped")]
+    figures = sum("image/png" in out.get("data", {}) for cell in nb.cells for out in cell.get("outputs", []))
+    if WITHOUT_RUNS[path.stem] == "runs":
+        assert error is not None and len(errors) == 1, f"{path.name} must stop without runs/"
+        index, out = errors[0]
+        second_code_cell = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"][1]
+        assert index == second_code_cell, f"{path.name} must stop at its first cell after the project's"
+        assert "\n" not in out["evalue"] and "`dvc repro`" in out["evalue"], out["evalue"]
+        return
+    if errors:
+        first = errors[0][1]
+        raise AssertionError(f"{path.name} failed on {source} without runs/: {first['ename']}: {first['evalue']}")
+    if error is not None:
+        raise error
+    assert figures >= 1, f"{path.name} drew nothing from reports/"
+    if WITHOUT_RUNS[path.stem] == "partial":
+        assert skipped and all("dvc repro" in line or "see above" in line for line in skipped), skipped
+        assert any("`dvc repro`" in line for line in skipped)
+    else:
+        assert not skipped, f"{path.name} needs reports/ only, yet skipped: {skipped}"
+    print(f"{path.name} without runs/: {seconds:.1f} s, {figures} figures, {len(skipped)} cells skipped")
+
+
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
+def test_notebook_on_committed_reports_without_runs(path: Path, executed_on_committed_reports):
+    """A fresh clone of this checkout: the committed reports/ must be readable by this code's notebooks."""
+    _check_without_runs(path, executed_on_committed_reports, "the committed reports/ (regenerate them: `dvc repro`)")
+
+
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
+def test_notebook_on_smoke_reports_without_runs(path: Path, executed_on_smoke_reports):
+    """The same on the reports/ this code writes (the smoke study's), whatever the committed ones hold."""
+    _check_without_runs(path, executed_on_smoke_reports, "the smoke study's reports/")

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from study.core import cli
-from study.report.format import confidence_levels, interval, no_detectable, percent, plural, share
+from study.writing.format import confidence_levels, interval, no_detectable, percent, plural, share
 from study.report.provenance import pipeline_code
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,7 +161,7 @@ def _project(committed: Path, tmp: Path) -> Path:
     rendered_with = provenance.get("rerendered", {}).get("params") or provenance["params"]
     (tmp / "params.yaml").write_text(_distill_as_list(rendered_with))
     shutil.copy(ROOT / "dvc.yaml", tmp / "dvc.yaml")
-    shutil.copytree(ROOT / "study", tmp / "study", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (tmp / "study").symlink_to(ROOT / "study", target_is_directory=True)  # this checkout's code, as installed
     (tmp / "data" / "prepared").mkdir(parents=True)
     (tmp / "data" / "prepared" / "manifest.json").write_text('{"arrays": {}}\n')
     shutil.copytree(committed / "tables", tmp / "reports" / "tables", ignore=shutil.ignore_patterns("setup"))
@@ -305,3 +305,38 @@ def test_bytecode_never_enters_the_code_digests(tmp_path):
         "b": {"cmd": "study b", "deps": [{"study/one.py": {}}]}}}))
     assert [p.relative_to(tmp_path).as_posix() for p in pipeline_code(tmp_path / "dvc.yaml")] == \
         ["study/one.py", "study/pkg/mod.py"]
+
+
+def _latex_rows(tex: str) -> list[str]:
+    body = tex.split("\\midrule", 1)[1].split("\\bottomrule", 1)[0]
+    return [line for line in body.split("\\\\") if line.strip()]
+
+
+def test_the_findings_table_is_written_as_latex_a_paper_can_input(tmp_path):
+    """findings.tex: booktabs, four wrapped text columns, one row per finding, and no character LaTeX's default
+    fonts lack (the minus and ± of the intervals become math); compiled where pdflatex is installed."""
+    from study.report.stage import write_findings
+
+    table = pd.DataFrame([{"claim": "The ResNet beats the ViT on clean images", "evidence": "vit − resnet: −10.4 "
+                           "(−23.6 to +2.8)", "control": "same images & seeds", "verdict": "inconclusive: effects "
+                           "beyond ±23.6 points excluded"}] * 2)
+    write_findings(table, tmp_path)
+    tex = (tmp_path / "findings.tex").read_text()
+    assert "\\begin{table}" in tex and "\\toprule" in tex and "p{3.6cm}p{4.2cm}p{4.2cm}p{3.6cm}" in tex
+    rows = _latex_rows(tex)
+    assert len(rows) == 2 and all(row.count(" & ") == 3 for row in rows)
+    assert "−" not in tex and "±" not in tex and "$-$10.4" in tex and "$\\pm$23.6" in tex and "\\&" in tex
+    assert pd.read_csv(tmp_path / "findings.csv").equals(table)
+    if shutil.which("pdflatex"):
+        document = ("\\documentclass{article}\\usepackage{booktabs}\\begin{document}" + tex + "\\end{document}")
+        (tmp_path / "paper.tex").write_text(document)
+        done = __import__("subprocess").run(["pdflatex", "-interaction=nonstopmode", "paper.tex"], cwd=tmp_path,
+                                            capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-2000:]
+
+
+def test_the_committed_findings_table_is_valid_latex():
+    tex = (ROOT / "reports" / "findings.tex").read_text()
+    rows = _latex_rows(tex)
+    assert rows and all(row.count(" & ") == 3 for row in rows)
+    assert not set(tex) & set("−±×≤≥αΔ")

@@ -54,3 +54,9 @@ def test_the_words_name_the_bound_and_the_control():
     assert V.words(V.Verdict("undefined", math.nan)) == "not measured"
     assert "offset" in V.scope_words(V.ONLY, "the grid offset") and "interaction" in V.scope_words(V.ONLY, "x")
     assert "not shown to differ" in V.scope_words(V.UNSEPARATED, "the offset grid")
+
+
+def test_fewer_than_three_seeds_are_described_never_judged():
+    assert V.classify(0.01, 0.09, 0.05, +1, seeds=2).label == V.TOO_FEW
+    assert V.classify(0.01, 0.09, 0.05, +1, seeds=3).label == V.SUPPORTED
+    assert V.words(V.Verdict(V.TOO_FEW, math.nan)) == "not inferred: fewer than 3 seeds"

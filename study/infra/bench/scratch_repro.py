@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from study.core.checkout import own_code_env
 from study.core.errors import StudyError
 from study.presets import commit_all
 
@@ -55,10 +56,13 @@ def scratch_copy(root: Path, dest: Path, params_text: str, dataset_files: Path |
     return dest
 
 
-def _dvc_env() -> dict[str, str]:
-    """This interpreter's scripts (`dvc`, `study`) first on PATH; output unbuffered, so each line is timed."""
+def _dvc_env(project: Path | None = None) -> dict[str, str]:
+    """This interpreter's scripts (`dvc`, `study`) first on PATH; output unbuffered, so each line is timed; and, run
+    in ``project`` (the scratch copy), the copy's own code first on PYTHONPATH: `study` refuses to run another
+    checkout's package in a project (study.core.checkout), and the copy's code is this checkout's, byte for byte."""
     scripts = str(Path(sys.executable).parent)
-    return {**os.environ, "PATH": scripts + os.pathsep + os.environ.get("PATH", ""), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PATH": scripts + os.pathsep + os.environ.get("PATH", ""), "PYTHONUNBUFFERED": "1"}
+    return env if project is None else own_code_env(project, env)
 
 
 def _command(name: str) -> str:
@@ -71,7 +75,8 @@ def _command(name: str) -> str:
 
 
 def _run_dvc(project: Path, *args: str) -> str:
-    done = subprocess.run([_command("dvc"), *args], cwd=project, env=_dvc_env(), capture_output=True, text=True)
+    done = subprocess.run([_command("dvc"), *args], cwd=project, env=_dvc_env(project), capture_output=True,
+                          text=True)
     if done.returncode != 0:
         raise StudyError(f"dvc {' '.join(args)} failed in {project}: {_last_line(done.stderr or done.stdout)}")
     return done.stdout
@@ -90,7 +95,7 @@ def timed_repro(project: Path, targets: list[str], time_limit: float | None, log
                else [_command("study"), "run", "--jobs", str(jobs), *targets])
     tic = time.monotonic()
     with log.open("w") as out:
-        process = subprocess.Popen(command, cwd=project, env=_dvc_env(), stdout=subprocess.PIPE,
+        process = subprocess.Popen(command, cwd=project, env=_dvc_env(project), stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
         reader = threading.Thread(target=_read_stages, args=(process.stdout, out, starts, tic, finished), daemon=True)
         reader.start()

@@ -152,8 +152,9 @@ def _import_ray():
     try:
         import ray
     except ImportError:
-        raise StudyError("`study run` needs Ray, which is not installed; run `pip install -e .` (or `pip install "
-                         "'ray>=2.40'`), or run the stages without Ray: `study run --jobs N`") from None
+        raise StudyError("`study run` needs Ray, which is not installed; install the project's `cluster` extra "
+                         "(`pip install -e \".[cluster]\"`), or run the stages without Ray: "
+                         "`study run --jobs N`") from None
     return ray
 
 

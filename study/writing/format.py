@@ -91,4 +91,6 @@ def confidence_levels(confidence: float) -> str:
             f"tests it at, 1 − α/(m − k + 1) with α = {percent(alpha)} (hence {examples} …); once Holm stops "
             "rejecting, the remaining comparisons keep that step's level. An adjusted interval therefore excludes 0 "
             "exactly when Holm rejects; where it includes 0, the differences it excludes are stated as an "
-            "equivalence bound, the larger of its two ends in absolute value.")
+            "equivalence bound, the larger of its two ends in absolute value. Only the analysis plan's claims carry "
+            "verdicts (\"The plan's claims\", one Holm family across all of them); every other statement below is "
+            "exploratory: its family is its own table's, and it describes an interval, not a finding.")
