@@ -171,17 +171,22 @@ def power_table(diffs: pd.DataFrame, conditions: list[tuple[str, str, float]], s
     return pd.DataFrame(rows)
 
 
-def retention_table(table: pd.DataFrame, pairs: list[tuple[str, str]], conditions: list[tuple[str, str, float]],
-                    confidence: float) -> pd.DataFrame:
+def retention_table(table: pd.DataFrame, pairs: list[tuple[str, str]], on_grid: tuple[str, str, float],
+                    off_grid: tuple[str, str, float] | None, confidence: float) -> pd.DataFrame:
     """Per fraction, each pair's difference in retained accuracy (top-1 under the probe / its own clean top-1) under
-    ``conditions`` (the patch-grid shuffle and its offset control), paired by seed, Holm-adjusted across the
-    fractions (:func:`study.robustness.contrasts.contrasts`): does a model without position embedding keep more of
-    its accuracy when its patches are shuffled, and does the gap grow as the ViT learns to use position?"""
+    the patch-grid shuffle (``on_grid``) and its first off-grid control (``off_grid``), paired by seed,
+    Holm-adjusted across the fractions (:func:`study.robustness.contrasts.contrasts`); column ``on_grid`` says
+    which: does a model without position embedding keep more of its accuracy when its patches are shuffled, and
+    does the gap grow as the ViT learns to use position?"""
     retained = contrasts(table, pairs, "retained", confidence)
-    keep = pd.Series(False, index=retained.index)
-    for probe, variant, level in conditions:
-        keep |= (retained["probe"] == probe) & (retained["variant"] == variant) & (retained["level"] == level)
-    return retained[keep].reset_index(drop=True)
+    parts = []
+    for condition, on in ((on_grid, True), (off_grid, False)):
+        if condition is None:
+            continue
+        probe, variant, level = condition
+        at = (retained["probe"] == probe) & (retained["variant"] == variant) & (retained["level"] == level)
+        parts.append(retained[at].assign(on_grid=on))
+    return pd.concat(parts, ignore_index=True) if parts else retained.iloc[0:0].assign(on_grid=False)
 
 
 def fraction_contrasts(table: pd.DataFrame, pairs: list[tuple[str, str]], confidence: float) -> pd.DataFrame:

@@ -16,6 +16,7 @@ import math
 import pandas as pd
 
 from study import controls
+from study.robustness import condition_label
 from study.outputs.tables import markdown_table
 from study.writing.section import EXPLORATORY, Part, Rows, Sources
 
@@ -72,12 +73,12 @@ def uniform_sentences(fractions: pd.DataFrame) -> list[str]:
 def retention_sentences(retention: pd.DataFrame) -> list[str]:
     """Per pair, the difference in retained accuracy under the patch-grid shuffle, per fraction."""
     out = []
-    shuffled = retention[retention["variant"] == "shuffle"]
+    shuffled = retention[retention["on_grid"].astype(bool)]
     for comparison, rows in shuffled.groupby("comparison", sort=False):
         cells = ", ".join(f"{int(r.train_images):,} images {100 * r.diff_mean:+.1f} (adjusted CI "
                           f"{100 * r.adj_ci_low:+.1f} to {100 * r.adj_ci_high:+.1f})" for r in rows.itertuples())
         out.append(f"{comparison}, retained accuracy (top-1 shuffled / own clean top-1, points) under the "
-                   f"{rows['level'].iloc[0]:g}x{rows['level'].iloc[0]:g} shuffle: {cells}.")
+                   f"{_label(rows)}: {cells}.")
     return out
 
 
@@ -175,6 +176,11 @@ def _rows(sources: Sources) -> list[dict]:
     return rows
 
 
+def _label(rows: pd.DataFrame) -> str:
+    first = rows.iloc[0]
+    return condition_label(first["probe"], first["variant"], first["level"])
+
+
 def _position_row(position: pd.DataFrame) -> dict:
     """The position hypothesis as a findings row: the twin's retained accuracy under the patch-grid shuffle minus
     its ViT's, per fraction, beside the same under the offset shuffle."""
@@ -182,13 +188,13 @@ def _position_row(position: pd.DataFrame) -> dict:
         return ", ".join(f"{int(r.train_images):,} images {100 * r.diff_mean:+.1f} ({100 * r.adj_ci_low:+.1f} to "
                          f"{100 * r.adj_ci_high:+.1f})" for r in rows.itertuples())
 
-    on = position[position["variant"] == "shuffle"]
-    off = position[position["variant"] != "shuffle"]
+    on = position[position["on_grid"].astype(bool)]
+    off = position[~position["on_grid"].astype(bool)]
     comparison = position["comparison"].iloc[0]
     return {"claim": f"Position embedding costs the ViT accuracy under its patch shuffle ({comparison}, retained "
                      "accuracy)",
-            "evidence": f"{on['level'].iloc[0]:g}x{on['level'].iloc[0]:g} shuffle: {cells(on)}" if len(on) else "",
-            "control": f"offset shuffle: {cells(off)}" if len(off) else "no offset shuffle scored",
+            "evidence": f"{_label(on)}: {cells(on)}" if len(on) else "",
+            "control": f"{_label(off)}: {cells(off)}" if len(off) else "no off-grid shuffle scored",
             "verdict": EXPLORATORY, "comparison": comparison, "condition": "retained"}
 
 

@@ -63,10 +63,11 @@ def run(params: Params, robustness_tables: Path, figures: Path, tables: Path) ->
                                    else (0.05, 0.8, 1 - conf))
     power = C.power_table(diffs, headline, effect, power_target, alpha, family)
     per_fraction = C.fraction_contrasts(table, configured_pairs, conf)
-    shuffles = [c for pair in pairs[:1] for c in (pair.on_grid, *pair.off_grid[:1])]  # the patch-grid shuffle first
-    retention = C.retention_table(table, configured_pairs, shuffles, conf)
+    shuffle = pairs[0] if pairs and pairs[0].on_grid[0] == "rearrangement" else None  # the patch-grid shuffle
+    retention = (C.retention_table(table, configured_pairs, shuffle.on_grid, shuffle.off_grid[0], conf)
+                 if shuffle is not None else pd.DataFrame())
     twin = params.analysis.controls.position
-    position = retention[retention["comparison"] == f"{twin[0]} - {twin[1]}"] if twin else None
+    position = retention[retention["comparison"] == f"{twin[0]} - {twin[1]}"] if twin and len(retention) else None
     pct = f"{conf:.0%}"
     images = f"{int(table['images'].min()):,} test images per run"
     with atomic_dir(tables) as tmp:
