@@ -88,15 +88,16 @@ def holm_levels(p_values, alpha: float) -> list[float]:
 
 
 def holm_p(p_values) -> list[float]:
-    """Holm-adjusted p-values, in input order: the running maximum of (K − rank)·p over the ordered finite
-    p-values, capped at 1; NaN for a NaN p-value."""
+    """Holm-adjusted p-values, in input order (statsmodels' ``multipletests(method="holm")``: the running maximum of
+    (K − rank)·p over the ordered p-values, capped at 1) over the finite ones; NaN for a NaN p-value."""
+    from statsmodels.stats.multitest import multipletests
+
     p = np.asarray(p_values, dtype=float)
-    order = [i for i in np.argsort(p, kind="stable") if np.isfinite(p[i])]
-    adjusted, running = [math.nan] * len(p), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(order) - rank) * p[i]))
-        adjusted[i] = running
-    return adjusted
+    finite = np.isfinite(p)
+    adjusted = np.full(p.shape, math.nan)
+    if finite.any():
+        adjusted[finite] = multipletests(p[finite], method="holm")[1]
+    return adjusted.tolist()
 
 
 def t_p(estimate: float, se: float, df: float) -> float:

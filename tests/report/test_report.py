@@ -340,3 +340,25 @@ def test_the_committed_findings_table_is_valid_latex():
     rows = _latex_rows(tex)
     assert rows and all(row.count(" & ") == 3 for row in rows)
     assert not set(tex) & set("−±×≤≥αΔ")
+
+
+def test_the_committed_reports_name_a_clean_commit_of_this_repository_and_the_version():
+    """The default's report was rendered from a clean tree at a commit of this repository, and every committed
+    preset's statistics were recomputed by one (study rerender): the provenance a paper cites is checkable. A
+    shallow clone may lack the commit: then only the clean trees and the version are checked."""
+    import subprocess
+
+    from study.core.version import study_version
+
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True,
+                             text=True).stdout.strip() != "false"
+    records = {"default": json.loads((ROOT / "reports" / "provenance.json").read_text())}
+    for name, folder in STUDIES.items():
+        if name != "default":
+            records[name] = json.loads((folder / "provenance.json").read_text())["rerendered"]
+    for name, record in records.items():
+        assert record["git_dirty"] is False, name
+        assert record["version"] == study_version(), name
+        if not shallow:
+            found = subprocess.run(["git", "cat-file", "-e", f"{record['git_commit']}^{{commit}}"], cwd=ROOT)
+            assert found.returncode == 0, f"{name}: commit {record['git_commit']} is not in this repository"
