@@ -41,7 +41,7 @@ def _overfit_params(preset: str, fraction: float):
     no_augment = {"crop_padding": 0, "hflip": False, "auto_augment": "none", "erasing": 0.0,
                   "mixup_alpha": 0.0, "cutmix_alpha": 0.0}
     delta = {
-        "fractions": sorted({fraction, *raw["fractions"]}), "seeds": [0], "analysis": {"seed": 0},
+        "fractions": sorted({fraction, *raw["fractions"]}), "seeds": [0], "analysis": {"seed": 0, "plan": None},  # one seed: no plan to judge
         "budget": {"convention": "epochs", "epochs": 1.0, "min_steps": STEPS},  # the floor sets the steps
         "train": {"augment": no_augment, "threads": 2, "checkpoint_every": 10 * STEPS},
         "models": {name: {"augment": None} for name in raw["models"]},
