@@ -88,15 +88,16 @@ def holm_levels(p_values, alpha: float) -> list[float]:
 
 
 def holm_p(p_values) -> list[float]:
-    """Holm-adjusted p-values, in input order (statsmodels' ``multipletests(method="holm")``: the running maximum of
-    (K − rank)·p over the ordered p-values, capped at 1) over the finite ones; NaN for a NaN p-value."""
-    from statsmodels.stats.multitest import multipletests
-
+    """Holm-adjusted p-values, in input order, over the finite ones (NaN for a NaN p-value): the running maximum of
+    (K − rank)·p over the ascending p-values, capped at 1 (Holm 1979). It equals statsmodels'
+    ``multipletests(method="holm")`` (tests/stats/test_intervals.py), which is not called because its Holm branch
+    runs ``gc.collect()`` on every call: 0.2 s over a stage's heap, minutes over a stage's hundreds of families."""
     p = np.asarray(p_values, dtype=float)
-    finite = np.isfinite(p)
+    finite = np.flatnonzero(np.isfinite(p))
     adjusted = np.full(p.shape, math.nan)
-    if finite.any():
-        adjusted[finite] = multipletests(p[finite], method="holm")[1]
+    order = finite[np.argsort(p[finite], kind="stable")]  # ascending, ties in input order
+    stepped = p[order] * np.arange(len(order), 0, -1)  # (K − rank)·p, rank from 0
+    adjusted[order] = np.minimum(np.maximum.accumulate(stepped), 1.0)
     return adjusted.tolist()
 
 

@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from study.efficiency.curves import crossings, gap_trends, paired_gaps, power_law_table, summarise, too_wide
-from study.stats.intervals import equivalence_bound, holm_intervals, slope_interval, t_test_p
+from study.stats.intervals import equivalence_bound, holm_intervals, holm_p, slope_interval, t_test_p
 from study.report.setup import training_fit
 from study.efficiency import report as F
 from study.report.limitations import limitations
@@ -347,3 +347,16 @@ def test_convergence_sentence_agrees_in_number():
     runs = _fit_runs([1.0] * 4, [True, False, False, False]).assign(step_bound=[True, False, False, False])
     [sentence] = F.convergence_sentences(runs)
     assert "1 of them was on the min_steps floor (step-bound) and is left out" in sentence
+
+
+def test_holm_p_equals_statsmodels_and_keeps_nan_in_place():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(0)
+    for size in (1, 2, 7, 40):
+        p = rng.uniform(0, 0.2, size)
+        p[rng.integers(size)] = p[0]  # a tie
+        assert holm_p(p) == pytest.approx(multipletests(p, method="holm")[1], abs=1e-15)
+    mixed = holm_p([0.04, math.nan, 0.01, 0.9])
+    assert math.isnan(mixed[1])
+    assert [mixed[0], mixed[2], mixed[3]] == pytest.approx(multipletests([0.04, 0.01, 0.9], method="holm")[1])
