@@ -55,8 +55,8 @@ from study.models.mlp import MLP_DEFAULTS, build_mlp
 from study.models.resnet import CifarResNet, SmallImageResNet18, check_image_size, resnet8, resnet18, resnet20
 from study.models.vit import VisionTransformer
 
-MODEL_NAMES = ("vit", "deit", "convit", "vit_convstem", "ladder", "resnet18", "resnet8", "resnet20", "convmixer",
-               "swin", "mlp")
+MODEL_NAMES = ("vit", "deit", "convit", "vit_convstem", "resnet18", "resnet8", "resnet20", "convmixer", "swin",
+               "mlp", "ladder")
 # The study's ViT family: token sequences with a patch grid, explicit attention and a class token.
 TIMM_PREFIX = "timm:"
 _VIT_OVERRIDES = frozenset(VIT_DEFAULTS) | {"qkv_bias", "global_pool", "pos_embed", "drop_rate", "pos_drop_rate",
@@ -199,6 +199,12 @@ def is_transformer(model: nn.Module) -> bool:
     return hasattr(model, "num_prefix_tokens")  # timm's attribute for class/distillation tokens; no CNN has it
 
 
+def has_attention(model: nn.Module) -> bool:
+    """Whether ``model`` is of the ViT family and mixes its tokens by attention: a ladder rung with another mixer
+    (:mod:`study.models.ladder`) has tokens but no attention maps."""
+    return is_transformer(model) and getattr(model, "token_mixer", "attention") == "attention"
+
+
 def is_distilled(model: nn.Module) -> bool:
     """Whether ``model`` has a distillation token and head (the study's DeiT)."""
     return isinstance(model, DistilledVisionTransformer)
@@ -218,7 +224,7 @@ def attention_probs(model: nn.Module, x: Tensor) -> list[Tensor]:
 
 __all__ = ["CONVIT_DEFAULTS", "CONVMIXER_DEFAULTS", "MLP_DEFAULTS", "MODEL_NAMES", "SWIN_DEFAULTS", "TIMM_PREFIX",
            "VIT_DEFAULTS", "VIT_FAMILY", "architecture_args", "attention_probs", "build_model", "check_archs",
-           "check_models", "is_distilled", "is_transformer", "representations"]
+           "check_models", "has_attention", "is_distilled", "is_transformer", "representations"]
 
 
 def architecture_args(name: str) -> dict[str, Any]:

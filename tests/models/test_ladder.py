@@ -148,3 +148,66 @@ def test_a_fixed_mixer_halves_the_rung_so_its_twin_widens_the_mlp_back():
                                                                       "mlp_ratio": 4.0})
         assert alone[0] < 0.6 * below[0] and alone[1] < 0.6 * below[1]
         assert all(abs(t / b - 1) <= 0.25 for t, b in zip(twin, below)), (mixer, twin, below)
+
+
+# --- the ladder preset and its plan ------------------------------------------------------------------------------
+
+def _ladder_params():
+    from pathlib import Path
+
+    from study.core.config import parse_params
+    from study.presets import preset_params
+
+    root = Path(__file__).resolve().parents[2]
+    return parse_params(preset_params(root, "ladder"), "configs/ladder.yaml")
+
+
+def test_each_rung_of_the_preset_is_the_one_before_with_one_change():
+    params = _ladder_params()
+    ladder = params.analysis.plan.ladder
+    recipe = ("optimizer", "lr", "weight_decay", "label_smoothing", "grad_clip")
+    for upper, lower in zip(ladder.rungs[1:], ladder.rungs[:-1]):
+        a, b = params.models[upper], params.models[lower]
+        args = {k for k in set(a.arch_args) | set(b.arch_args) if a.arch_args.get(k) != b.arch_args.get(k)}
+        recipes = {k for k in recipe if getattr(a, k) != getattr(b, k)}
+        if a.arch == b.arch:
+            changes = len(args) + (1 if recipes else 0)
+        else:  # a new architecture (the ResNet's hierarchy) on the same recipe, with its own learning rate
+            changes = 1 + (1 if recipes - {"lr"} else 0)
+        assert changes == 1, (lower, upper, args, recipes)
+    assert set(ladder.rungs) | {m for pair in ladder.side for m in pair} <= set(params.baselines)
+
+
+def test_the_plan_writes_every_step_and_side_pair_out_as_claims_under_every_condition():
+    plan = _ladder_params().analysis.plan
+    steps = len(plan.ladder.rungs) - 1 + len(plan.ladder.side)
+    assert len(plan.claims) == steps * len(plan.ladder.conditions) == 24
+    first = plan.claims[0]
+    assert (first.arm, first.against, first.direction) == ("lad_avg", "vit", 0)
+    shuffled = [c for c in plan.claims if c.condition == ("rearrangement", "shuffle", 7.0)]
+    assert len(shuffled) == steps and all(c.control == ("rearrangement", "offset", 7.0) for c in shuffled)
+    assert plan.declared == "before_runs"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"rungs": ["vit", "nope"]}, "'nope' is not a model of the study"),
+    ({"rungs": ["vit", "resnet", "vit"]}, "duplicate value"),
+])
+def test_a_ladder_naming_an_unknown_or_repeated_rung_is_refused(change, message):
+    from pathlib import Path
+
+    from study.core.config import parse_params
+    from study.presets import preset_params
+
+    raw = preset_params(Path(__file__).resolve().parents[2], "ladder")
+    raw["analysis"]["plan"]["ladder"].update(change)
+    with pytest.raises(StudyError, match=message):
+        parse_params(raw, "configs/ladder.yaml")
+
+
+def test_only_the_attention_rungs_go_to_the_attention_analyses():
+    from study.models import has_attention
+
+    rungs = [build_model("ladder", 10, 28, 1, **SMALL, **args) for args in RUNGS]
+    assert [has_attention(r) for r in rungs] == [True, True, True, False, False, False, False, False]
+    assert has_attention(build_model("vit", 10, 28, 1, **SMALL)) and not has_attention(build_model("resnet8", 10, 28, 1))
