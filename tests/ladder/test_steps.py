@@ -49,3 +49,19 @@ def test_a_step_without_runs_has_no_rows_and_the_rungs_accuracy_is_in_points():
     assert len(acc) == 3 * 2 * 2 and list(acc["position"].unique()) == [0, 1, 2]
     clean_b = acc[(acc["rung"] == "b") & (acc["condition"] == acc["condition"].iloc[0])]
     assert clean_b["top1"].to_numpy() == pytest.approx(70.0, abs=5.0)
+
+
+def test_the_ladders_figures_draw_every_rung_and_every_step(tmp_path):
+    from study.ladder.figures import rungs_figure, steps_figure
+    from study.outputs.figure_style import save_figure
+
+    runs = _runs()
+    acc = rung_accuracy([runs], ["a", "b", "c"], [CLEAN, SHUFFLE])
+    steps = step_table([runs], [("b", "a"), ("c", "b")], [CLEAN, SHUFFLE], 0.95)
+    rungs = rungs_figure(acc)
+    assert len(rungs.axes) == 2 and len(rungs.axes[0].lines) == 3  # a line per rung in each condition's panel
+    forest = steps_figure(steps, {c: 2.0 for c in steps["condition"]})
+    labels = [t.get_text() for t in forest.axes[0].get_yticklabels()]
+    assert labels == ["b - a", "c - b"]
+    written = save_figure(forest, tmp_path / "steps", steps)
+    assert {p.suffix for p in written} >= {".png", ".pdf"}
