@@ -65,3 +65,35 @@ def test_the_ladders_figures_draw_every_rung_and_every_step(tmp_path):
     assert labels == ["b - a", "c - b"]
     written = save_figure(forest, tmp_path / "steps", steps)
     assert {p.suffix for p in written} >= {".png", ".pdf"}
+
+
+def test_the_stage_writes_the_steps_the_rungs_and_both_figures(tmp_path):
+    from pathlib import Path
+
+    from study.core.config import parse_params
+    from study.ladder.stage import run
+    from study.presets import preset_params
+
+    raw = preset_params(Path(__file__).resolve().parents[2], "ladder")
+    raw["analysis"]["plan"]["ladder"].update({"rungs": ["vit", "lad_avg", "lad_nopos"], "side": []})
+    params = parse_params(raw, "configs/ladder.yaml")
+    runs = _runs().replace({"model": {"a": "vit", "b": "lad_avg", "c": "lad_nopos"}})
+    offset = runs[runs["probe"] == "rearrangement"].assign(variant="offset")
+    folder = tmp_path / "robustness"
+    folder.mkdir()
+    pd.concat([runs, offset]).to_csv(folder / "robustness_runs.csv", index=False)
+    line = run(params, folder, tmp_path / "figures", tmp_path / "tables")
+    assert line.startswith("ladder: 3 rungs, 2 steps x 3 conditions")
+    steps = pd.read_csv(tmp_path / "tables" / "steps.csv")
+    assert len(steps) == 2 * 3 * 2 and list(steps["step"].unique()) == ["lad_avg - vit", "lad_nopos - lad_avg"]
+    assert {p.name for p in (tmp_path / "figures").iterdir()} >= {"steps.png", "steps.pdf", "rungs.png", "rungs.pdf"}
+
+
+def test_without_a_ladder_the_stage_writes_an_empty_table(tmp_path):
+    from study.core.config import load_params
+    from study.ladder.stage import run
+
+    from tests.conftest import ROOT
+
+    line = run(load_params(ROOT / "params.yaml"), tmp_path / "none", tmp_path / "figures", tmp_path / "tables")
+    assert "none declared" in line and pd.read_csv(tmp_path / "tables" / "steps.csv").empty
