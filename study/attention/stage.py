@@ -21,7 +21,7 @@ from study.core.config import Params
 from study.data.scramble import scramble_images, setting_scramble
 from study.core.errors import StudyError
 from study.core.io import atomic_dir
-from study.models import is_transformer
+from study.models import has_attention
 from study.outputs.tables import write_table
 from study.core.entry import add_analysis_arguments
 from study.core.entry import configured
@@ -43,7 +43,7 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     runs = collect_runs(runs_dir)
     trained = {(name, A.TRAINED, fraction, seed): loaded for seed in params.seeds
                for (name, fraction), loaded in load_models(runs, seed, device).items()
-               if is_transformer(loaded[0])}
+               if has_attention(loaded[0])}
     if not trained:
         raise StudyError("attention: no ViT-family model among the runs; add a 'vit', 'deit', 'convit' or "
                          "'vit_convstem' model")

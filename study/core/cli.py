@@ -29,7 +29,7 @@ from study.core.errors import StudyError
 _HOME = Path(__file__).resolve().parents[1]  # the package `study`
 # The pipeline's stages in dvc.yaml's order; other commands follow by name.
 _STAGE_ORDER = ("prepare", "subsets", "train", "curves", "distillation", "cka", "attention", "robustness", "controls",
-                "plan", "budget-check", "report")
+                "plan", "ladder", "budget-check", "report")
 
 
 def _command_modules() -> list[tuple[str, Path, str]]:

@@ -16,6 +16,7 @@ looking up a key finds every key here.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Literal
 
@@ -271,6 +272,39 @@ class PlanEffects:
 
 
 @dataclass(frozen=True, config=_FROZEN)
+class LadderCondition:
+    """A condition every step of a ladder is tested under, with its matched control (as a claim's)."""
+
+    name: StrictStr  # a short tag for the claims' names ("clean", "shuffle_7")
+    words: StrictStr  # the condition in words, as a claim prints it ("on clean images")
+    condition: tuple[StrictStr, StrictStr, float]
+    control: tuple[StrictStr, StrictStr, float] | None = None
+    control_means: StrictStr = ""
+
+
+@dataclass(frozen=True, config=_FROZEN)
+class LadderParams:
+    """A ladder (study.models.ladder; ConvNeXt's design, Liu et al. 2022, run backwards): models each one change from
+    the one before. Every adjacent step (``rungs[k+1] − rungs[k]``) and every ``side`` pair ([arm, against]) is a
+    claim of the plan under each of ``conditions``, testing any difference (direction 0): the plan's claims are
+    the ones it lists and these (:meth:`claims`), one Holm family."""
+
+    rungs: tuple[StrictStr, ...] = Field(min_length=2)
+    conditions: tuple[LadderCondition, ...] = Field(min_length=1)
+    side: tuple[tuple[StrictStr, StrictStr], ...] = ()
+
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """``(arm, against)``: each step up the ladder, then the side pairs."""
+        return tuple(zip(self.rungs[1:], self.rungs[:-1])) + tuple(tuple(pair) for pair in self.side)
+
+    def claims(self) -> tuple[ClaimParams, ...]:
+        return tuple(ClaimParams(name=f"{arm}_vs_{against}_{c.name}", claim=f"{arm} differs from {against} {c.words}",
+                                 arm=arm, against=against, condition=c.condition, direction=0, control=c.control,
+                                 control_means=c.control_means)
+                     for arm, against in self.pairs() for c in self.conditions)
+
+
+@dataclass(frozen=True, config=_FROZEN)
 class PlanParams:
     """The analysis plan (stage ``plan``): the primary claims, judged together as one Holm family; every other
     interval the study reports is exploratory (no verdict). params.yaml says why each value was chosen."""
@@ -284,7 +318,8 @@ class PlanParams:
     effects: PlanEffects = PlanEffects()
     alpha: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # two-sided level of the family, before Holm
     power: StrictFloat = Field(default=0.8, gt=0.0, lt=1.0)  # the power the seeds needed are computed for
-    claims: tuple[ClaimParams, ...] = ()
+    claims: tuple[ClaimParams, ...] = ()  # with a ladder, followed by its claims (parse_params adds them)
+    ladder: LadderParams | None = None
 
     def conditions(self) -> tuple[tuple[str, str, float], ...]:
         """Every condition a claim names (its own and its control), each once, in the plan's order."""
@@ -372,8 +407,20 @@ def parse_params(raw: Any, source: str = "params") -> Params:
         params = TypeAdapter(Params).validate_python(raw)
     except ValidationError as err:
         raise StudyError(_first_error(err, source)) from None
+    params = _with_ladder_claims(params)
     _check_cross_references(params, source)
     return params
+
+
+def _with_ladder_claims(p: Params) -> Params:
+    """``p`` with its plan's ladder (if any) written out as claims after the listed ones: every reader of the plan
+    sees one list of claims."""
+    plan = p.analysis.plan
+    if plan is None or plan.ladder is None:
+        return p
+    listed = tuple(c for c in plan.claims if c not in plan.ladder.claims())  # each claim once
+    plan = dataclasses.replace(plan, claims=listed + plan.ladder.claims())
+    return dataclasses.replace(p, analysis=dataclasses.replace(p.analysis, plan=plan))
 
 
 def _first_error(err: ValidationError, source: str) -> str:
@@ -467,6 +514,9 @@ def _check_plan(p: Params, source: str) -> None:
     if len(p.seeds) < plan.seeds:
         raise StudyError(f"{source}: {key}.seeds = {plan.seeds} but seeds lists {len(p.seeds)}; run at least "
                          f"{plan.seeds} seeds or lower {key}.seeds")
+    if plan.ladder is not None:
+        listed_once(plan.ladder.rungs, f"{source}: {key}.ladder.rungs")
+        listed_once([c.name for c in plan.ladder.conditions], f"{source}: {key}.ladder.conditions names")
     listed_once([c.name for c in plan.claims], f"{source}: {key}.claims names")
     for i, c in enumerate(plan.claims):
         for role, name in (("arm", c.arm), ("against", c.against)):

@@ -10,6 +10,9 @@ a forward pass. Names:
 * ``convit`` — ConViT (d'Ascoli et al., 2021; :mod:`study.models.convit`): the ViT with gated positional
   self-attention in its first ``local_up_to_layer`` blocks (default 10 of 12, the paper's).
 * ``vit_convstem`` — the ViT with Xiao et al.'s (2021) convolutional stem (:mod:`study.models.convstem`).
+* ``ladder`` — the ViT with one more keyword per rung of the ladder from the ViT to a CNN (:mod:`study.models.ladder`):
+  no class token, another token mixer (fixed global mean, 3×3 pooling, depthwise convolution), BatchNorm, a
+  convolutional stem; with no keyword it is ``vit``.
 * ``resnet18``, ``resnet8``, ``resnet20`` — small-image ResNets (:mod:`study.models.resnet`).
 * Controls, each changing one ingredient of the ViT; their defaults are sized like params.yaml's ViT
   (``tests/models/test_controls.py``):
@@ -47,12 +50,13 @@ from study.models.controls import CONVMIXER_DEFAULTS, SWIN_DEFAULTS, build_convm
 from study.models.convit import ConViT
 from study.models.convstem import ConvStemViT
 from study.models.deit import DistilledVisionTransformer
+from study.models.ladder import MetaViT
 from study.models.mlp import MLP_DEFAULTS, build_mlp
 from study.models.resnet import CifarResNet, SmallImageResNet18, check_image_size, resnet8, resnet18, resnet20
 from study.models.vit import VisionTransformer
 
 MODEL_NAMES = ("vit", "deit", "convit", "vit_convstem", "resnet18", "resnet8", "resnet20", "convmixer", "swin",
-               "mlp")
+               "mlp", "ladder")
 # The study's ViT family: token sequences with a patch grid, explicit attention and a class token.
 TIMM_PREFIX = "timm:"
 _VIT_OVERRIDES = frozenset(VIT_DEFAULTS) | {"qkv_bias", "global_pool", "pos_embed", "drop_rate", "pos_drop_rate",
@@ -65,6 +69,7 @@ _VITS: dict[str, tuple[type[VisionTransformer], dict[str, Any], frozenset[str]]]
     "deit": (DistilledVisionTransformer, {}, _VIT_OVERRIDES),
     "convit": (ConViT, CONVIT_DEFAULTS, _VIT_OVERRIDES | set(CONVIT_DEFAULTS)),
     "vit_convstem": (ConvStemViT, {}, _VIT_OVERRIDES | {"stem_channels"}),
+    "ladder": (MetaViT, {}, _VIT_OVERRIDES | {"class_token", "token_mixer", "norm", "stem"}),
 }
 # name -> (builder, smallest image side, allowed override keywords)
 _RESNETS: dict[str, tuple[Callable[..., nn.Module], int, frozenset[str]]] = {
@@ -194,6 +199,12 @@ def is_transformer(model: nn.Module) -> bool:
     return hasattr(model, "num_prefix_tokens")  # timm's attribute for class/distillation tokens; no CNN has it
 
 
+def has_attention(model: nn.Module) -> bool:
+    """Whether ``model`` is of the ViT family and mixes its tokens by attention: a ladder rung with another mixer
+    (:mod:`study.models.ladder`) has tokens but no attention maps."""
+    return is_transformer(model) and getattr(model, "token_mixer", "attention") == "attention"
+
+
 def is_distilled(model: nn.Module) -> bool:
     """Whether ``model`` has a distillation token and head (the study's DeiT)."""
     return isinstance(model, DistilledVisionTransformer)
@@ -213,7 +224,7 @@ def attention_probs(model: nn.Module, x: Tensor) -> list[Tensor]:
 
 __all__ = ["CONVIT_DEFAULTS", "CONVMIXER_DEFAULTS", "MLP_DEFAULTS", "MODEL_NAMES", "SWIN_DEFAULTS", "TIMM_PREFIX",
            "VIT_DEFAULTS", "VIT_FAMILY", "architecture_args", "attention_probs", "build_model", "check_archs",
-           "check_models", "is_distilled", "is_transformer", "representations"]
+           "check_models", "has_attention", "is_distilled", "is_transformer", "representations"]
 
 
 def architecture_args(name: str) -> dict[str, Any]:

@@ -1,0 +1,67 @@
+"""Each step of the ladder (rung k+1 − rung k) per fraction and condition, with Holm-adjusted intervals.
+
+The plan stage judges every step pooled over the fractions (the seed's mean, one Holm family with every claim). This
+module gives the same contrasts per fraction, as exploratory intervals for the ladder's figure and table: per seed,
+``arm − against`` in points of top-1 from the runs' table (:func:`study.plan.claims.paired`: the plan's images
+where it scored them, else the exploratory ones), a t-interval over the seeds, Holm-adjusted across the steps of one
+condition at one fraction (the comparisons a reader scans together in one panel of the figure).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from study.plan.claims import condition_words, paired
+from study.stats.intervals import holm_intervals
+
+Condition = tuple[str, str, float]
+STEP_COLUMNS = ["step", "arm", "against", "condition", "fraction", "train_images", "seeds", "images", "mean",
+                "adj_low", "adj_high", "adj_confidence", "p_holm", "flagged_pairs"]
+
+
+def step_table(tables: list[pd.DataFrame], pairs: list[tuple[str, str]], conditions: list[Condition],
+               confidence: float) -> pd.DataFrame:
+    """One row per step (``pairs``: ``(arm, against)``, in ladder order), condition and fraction
+    (:data:`STEP_COLUMNS`): the mean over seeds of ``arm − against`` (points), its interval Holm-adjusted across the
+    steps at that condition and fraction, and how many of its seeds' pairs hold a run still improving or on the step
+    floor. A step whose models were not scored under a condition has no rows there."""
+    rows = []
+    for condition in conditions:
+        diffs = {(arm, against): paired(tables, arm, against, condition) for arm, against in pairs}
+        fractions = sorted({f for d in diffs.values() for f in d["fraction"]})
+        for fraction in fractions:
+            at = {pair: d[d["fraction"] == fraction] for pair, d in diffs.items()}
+            at = {pair: d for pair, d in at.items() if len(d)}
+            adjusted = holm_intervals([d["diff"].to_numpy() for d in at.values()], confidence)
+            for (arm, against), d, adj in zip(at, at.values(), adjusted):
+                rows.append({"step": f"{arm} - {against}", "arm": arm, "against": against,
+                             "condition": condition_words(condition), "fraction": fraction,
+                             "train_images": int(d["train_images"].iloc[0]), "seeds": len(d),
+                             "images": int(d["images"].min()), "mean": adj.mean, "adj_low": adj.low,
+                             "adj_high": adj.high, "adj_confidence": adj.confidence, "p_holm": adj.p_holm,
+                             "flagged_pairs": int(d["flagged"].sum())})
+    return pd.DataFrame(rows, columns=STEP_COLUMNS)
+
+
+def rung_accuracy(tables: list[pd.DataFrame], rungs: list[str], conditions: list[Condition]) -> pd.DataFrame:
+    """Each rung's mean test top-1 (points) and its seeds, per condition and fraction, from the first table that
+    scored it there: what the ladder's first figure draws."""
+    rows = []
+    for condition in conditions:
+        probe, variant, level = condition
+        for rung in rungs:
+            for table in tables:
+                at = table[(table["model"] == rung) & (table["probe"] == probe) & (table["variant"] == variant)
+                           & (table["level"] == float(level))]
+                if at.empty:
+                    continue
+                for fraction, by in at.groupby("fraction"):
+                    rows.append({"rung": rung, "position": rungs.index(rung), "condition": condition_words(condition),
+                                 "fraction": fraction, "train_images": int(by["train_images"].iloc[0]),
+                                 "seeds": len(by), "top1": 100 * by["top1"].mean(),
+                                 "top1_sd": 100 * by["top1"].std(ddof=1) if len(by) > 1 else math.nan})
+                break
+    return pd.DataFrame(rows, columns=["rung", "position", "condition", "fraction", "train_images", "seeds", "top1",
+                                       "top1_sd"])
