@@ -39,6 +39,10 @@ def run(params: Params, runs_dir: Path, longer_dir: Path, figures: Path, tables:
     if check is None:
         raise StudyError("budget_check: params has no budget_check section; add one (e.g. {fractions: [1.0], "
                          "factor: 2.0, tolerance: 0.01}) or leave the stage out")
+    if not check.fractions:  # nothing checked: no table, so the report has no budget-check part
+        with atomic_dir(tables), atomic_dir(figures):
+            pass
+        return f"budget_check: no fraction checked (budget_check.fractions is empty) -> {tables}"
     conf = params.analysis.curves.confidence
     study_runs, longer = B.extra_seed_runs(B.with_factors(collect_runs(runs_dir)),
                                            B.with_factors(collect_runs(longer_dir)), check.seeds)

@@ -126,7 +126,9 @@ class BudgetCheckParams:
     schedule spans the longer run), and each model x fraction called *converged* only where the Holm-adjusted
     interval of the paired test top-1 change lies within +-``tolerance`` (study.budget_check.check)."""
 
-    fractions: tuple[StrictFloat, ...] = Field(min_length=1)  # each one of the study's fractions
+    # Each one of the study's fractions; [] checks none (dvc.yaml's train_2x matrix is then empty, and every
+    # comparison is flagged as not shown free of the budget): a preset that cannot afford the longer runs says so.
+    fractions: tuple[StrictFloat, ...] = ()
     factor: StrictFloat = Field(default=2.0, gt=1.0)  # budget multiplier of the longer runs
     tolerance: StrictFloat = Field(default=0.01, gt=0.0, lt=1.0)  # top-1 change (a share) still called converged
     # Seeds beyond the study's, trained at the checked fractions only, at both budgets (stages check_1x, check_2x
@@ -567,6 +569,9 @@ def _check_budget_check(p: Params, source: str) -> None:
                              "check only fractions the study trains")
     listed_once(listed, f"{source}: budget_check.fractions")
     extra = list(p.budget_check.seeds)
+    if extra and not listed:
+        raise StudyError(f"{source}: budget_check.seeds = {extra} with no budget_check.fractions; name the fractions "
+                         "the extra seeds check, or remove the seeds")
     shared = sorted(set(extra) & set(p.seeds))
     if shared:
         raise StudyError(f"{source}: budget_check.seeds = {extra}: {shared} already in seeds {list(p.seeds)}; "

@@ -51,7 +51,7 @@ def test_every_study_preset_checks_its_largest_fraction():
     """dvc.yaml's train_2x and distill_2x read budget_check.fractions, and DVC cannot default a missing key: a
     preset without the section would not parse. Every preset checks its largest fraction (the GPU presets and the
     quick one their smallest too; the CPU studies cannot afford it in their time); the smoke preset checks its
-    smaller fraction only, at that fraction's cost."""
+    smaller fraction only, at that fraction's cost; the ladder checks none (its header says why)."""
     from tests.conftest import load_study, study_files
 
     checked = {name: load_study(name).budget_check.fractions for name in study_files()}
@@ -60,7 +60,7 @@ def test_every_study_preset_checks_its_largest_fraction():
                        "priors.yaml": (0.02,), "priors_10pct.yaml": (0.005,), "small_data.yaml": (0.005,),
                        "fashionmnist_gpu.yaml": (0.01, 1.0), "cifar10_gpu.yaml": (0.01, 1.0),
                        "cifar100_gpu.yaml": (0.01, 1.0), "smoke.yaml": (0.5,), "check_4pct.yaml": (0.04,),
-                       "controls.yaml": (0.01,)}
+                       "controls.yaml": (0.01,), "ladder.yaml": ()}
     extra = {name: load_study(name).budget_check.seeds for name in study_files()}
     assert extra == {name: () for name in checked} | {"check_4pct.yaml": (3, 4, 5, 6, 7, 8, 9)}
 
@@ -85,7 +85,8 @@ def test_the_4pct_check_preset_is_the_default_study_at_its_largest_fraction():
     (dict(fractions=[0.5, 0.5]), "params.yaml: budget_check.fractions = [0.5, 0.5]: duplicate value(s) [0.5]; "
                                  "list each once"),
     (dict(fractions=[1]), "params.yaml: budget_check.fractions[0] = 1: write fractions as decimals, e.g. 1.0"),
-    (dict(fractions=[]), "params.yaml: budget_check.fractions = []: "),
+    (dict(fractions=[], seeds=[3]), "params.yaml: budget_check.seeds = [3] with no budget_check.fractions; name "
+                                    "the fractions the extra seeds check, or remove the seeds"),
     (dict(factor=1.0), "params.yaml: budget_check.factor = 1.0: Input should be greater than 1"),
     (dict(factor=0.5), "params.yaml: budget_check.factor = 0.5: Input should be greater than 1"),
     (dict(tolerance=0.0), "params.yaml: budget_check.tolerance = 0.0: Input should be greater than 0"),
@@ -339,6 +340,21 @@ def test_the_stage_writes_its_tables_and_figure(tmp_path):
     pairs = pd.read_csv(tables / "runs.csv")
     assert list(pairs.columns) == B.RUN_COLUMNS and len(pairs) == 9
     assert pairs["still_improving_1x"].sum() == 3  # every seed-0 run was flagged by the screen
+
+
+def test_no_checked_fraction_writes_empty_folders_and_no_report_part(tmp_path):
+    """budget_check.fractions: [] (a preset that cannot afford the longer runs): no train_2x stage, and the stage
+    writes its folders empty, so the report has no budget-check part and every comparison stays flagged."""
+    import study.budget_check.stage as stage
+    from study.budget_check.report import SECTION
+    from study.writing.section import Sources
+
+    figures, tables = tmp_path / "figures" / "budget_check", tmp_path / "tables" / "budget_check"
+    summary = stage.run(_params(fractions=[]), tmp_path / "runs", tmp_path / "runs_2x", figures, tables)
+    assert summary.startswith("budget_check: no fraction checked") and "\n" not in summary
+    assert figures.is_dir() and tables.is_dir() and not any(figures.iterdir()) and not any(tables.iterdir())
+    sources = Sources(tmp_path / "tables", tmp_path / "setup", tmp_path / "figures", tmp_path, {})
+    assert SECTION.lines(sources) == []
 
 
 def test_the_report_sentences_follow_the_verdicts(tmp_path):
