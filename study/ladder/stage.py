@@ -15,17 +15,17 @@ from pathlib import Path
 import pandas as pd
 
 from study import robustness
+from study.ladder import RUNGS, STEPS
 from study.core.config import Params
 from study.core.entry import configured
 from study.core.errors import StudyError
 from study.core.io import atomic_dir
 from study.ladder.figures import rungs_figure, steps_figure
-from study.ladder.steps import STEP_COLUMNS, rung_accuracy, step_table
+from study.ladder.steps import STEP_COLUMNS, step_changes, rung_accuracy, step_table
 from study.outputs.figure_style import save_figure
 from study.outputs.tables import write_table
 from study.plan.claims import condition_words
 
-STEPS, RUNGS = "steps", "rungs"  # table and figure names
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +56,8 @@ def run(params: Params, robustness_tables: Path, figures: Path, tables: Path) ->
                          "(dvc repro robustness)")
     conf = params.analysis.curves.confidence
     conditions = list(dict.fromkeys(key for c in ladder.conditions for key in (c.condition, c.control) if key))
-    steps = step_table(read, list(ladder.pairs()), conditions, conf)
+    changes = step_changes(list(ladder.pairs()), {name: params.models[name] for pair in ladder.pairs() for name in pair})
+    steps = step_table(read, list(ladder.pairs()), conditions, conf, changes)
     models = list(dict.fromkeys([*ladder.rungs, *(m for pair in ladder.side for m in pair)]))
     accuracy = rung_accuracy(read, models, conditions)
     smallest = {condition_words(c): 100 * (plan.effects.clean if c[0] == "clean" else plan.effects.robustness)
@@ -64,7 +65,7 @@ def run(params: Params, robustness_tables: Path, figures: Path, tables: Path) ->
     pct = f"{conf:.0%}"
     with atomic_dir(tables) as tmp:
         write_table(steps, tmp / STEPS, f"Each step of the ladder (arm - against: rung k+1 - rung k, then the side "
-                    f"pairs) per condition and fraction, in points of top-1: the mean over seeds and its {pct} "
+                    f"pairs; change: what differs in their parameters) per condition and fraction, in points of top-1: the mean over seeds and its {pct} "
                     "interval Holm-adjusted across the steps of one condition at one fraction (exploratory; the "
                     "plan stage judges each step pooled over the fractions).")
         write_table(accuracy, tmp / RUNGS, "Each rung's mean test top-1 (points) and its SD over seeds, per "

@@ -9,6 +9,7 @@ condition at one fraction (the comparisons a reader scans together in one panel 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -17,16 +18,46 @@ from study.plan.claims import condition_words, paired
 from study.stats.intervals import holm_intervals
 
 Condition = tuple[str, str, float]
-STEP_COLUMNS = ["step", "arm", "against", "condition", "fraction", "train_images", "seeds", "images", "mean",
+STEP_COLUMNS = ["step", "arm", "against", "change", "condition", "fraction", "train_images", "seeds", "images", "mean",
                 "adj_low", "adj_high", "adj_confidence", "p_holm", "flagged_pairs"]
 
 
+# Model entries that say how a run was chosen or what data it sees, not what the model is: left out of a step's change.
+_NOT_THE_MODEL = ("selected_on_validation",)
+# The ladder's model with no keyword is the ViT (study.models.ladder, tested): vit -> ladder alone is no change.
+_SAME_ARCH = {"vit", "ladder"}
+
+
+def step_changes(pairs: list[tuple[str, str]], models: dict) -> dict[tuple[str, str], str]:
+    """What each step changes, read from the two models' parameters (``models``: name -> ModelParams): every entry
+    of the model or its ``arch_args`` that differs, as ``key: before -> after`` ("-" where one leaves it at its
+    default), "; "-separated. The preset's header says why; this column says what, from the parameters run."""
+    def flat(model) -> dict:
+        entry = {k: v for k, v in dataclasses.asdict(model).items() if k not in _NOT_THE_MODEL and k != "arch_args"}
+        return {**entry, **{k: v for k, v in model.arch_args.items()}}
+
+    out = {}
+    for arm, against in pairs:
+        after, before = flat(models[arm]), flat(models[against])
+        keys = [k for k in dict.fromkeys([*before, *after]) if before.get(k) != after.get(k)]
+        if {before.get("arch"), after.get("arch")} <= _SAME_ARCH:
+            keys = [k for k in keys if k != "arch"]
+        out[(arm, against)] = "; ".join(f"{k}: {_value(before.get(k))} -> {_value(after.get(k))}" for k in keys)
+    return out
+
+
+def _value(v) -> str:
+    return "-" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+
 def step_table(tables: list[pd.DataFrame], pairs: list[tuple[str, str]], conditions: list[Condition],
-               confidence: float) -> pd.DataFrame:
+               confidence: float, changes: dict[tuple[str, str], str] | None = None) -> pd.DataFrame:
     """One row per step (``pairs``: ``(arm, against)``, in ladder order), condition and fraction
     (:data:`STEP_COLUMNS`): the mean over seeds of ``arm − against`` (points), its interval Holm-adjusted across the
     steps at that condition and fraction, and how many of its seeds' pairs hold a run still improving or on the step
-    floor. A step whose models were not scored under a condition has no rows there."""
+    floor; ``change``: :func:`step_changes`' words, where given. A step whose models were not scored under a
+    condition has no rows there."""
+    changes = changes or {}
     rows = []
     for condition in conditions:
         diffs = {(arm, against): paired(tables, arm, against, condition) for arm, against in pairs}
@@ -37,7 +68,7 @@ def step_table(tables: list[pd.DataFrame], pairs: list[tuple[str, str]], conditi
             adjusted = holm_intervals([d["diff"].to_numpy() for d in at.values()], confidence)
             for (arm, against), d, adj in zip(at, at.values(), adjusted):
                 rows.append({"step": f"{arm} - {against}", "arm": arm, "against": against,
-                             "condition": condition_words(condition), "fraction": fraction,
+                             "change": changes.get((arm, against), ""), "condition": condition_words(condition), "fraction": fraction,
                              "train_images": int(d["train_images"].iloc[0]), "seeds": len(d),
                              "images": int(d["images"].min()), "mean": adj.mean, "adj_low": adj.low,
                              "adj_high": adj.high, "adj_confidence": adj.confidence, "p_holm": adj.p_holm,

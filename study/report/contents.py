@@ -20,6 +20,7 @@ from study.budget_check import report as budget_check
 from study.controls import report as controls
 from study.distillation import report as distillation
 from study.efficiency import report as efficiency
+from study.ladder import report as ladder
 from study.plan import report as plan
 from study.priors import report as priors
 from study.report import limitations
@@ -29,6 +30,7 @@ from study.robustness import report as robustness
 
 FINDINGS: tuple[tuple[str, tuple[Part, ...]], ...] = (
     ("### The plan's claims", (plan.FINDINGS,)),
+    ("### The ladder: one change at a time", (ladder.FINDINGS,)),
     ("### Accuracy against training-set size", (efficiency.ACCURACY,)),
     ("### Convergence", (efficiency.CONVERGENCE,)),
     ("#### Budget check", (budget_check.FINDINGS,)),  # under Convergence: what training longer showed
@@ -41,6 +43,7 @@ FINDINGS: tuple[tuple[str, tuple[Part, ...]], ...] = (
 
 SECTIONS: tuple[Part, ...] = (
     plan.SECTION,  # the plan first: its claims are the report's verdicts
+    ladder.SECTION,  # the plan's ladder claims, step by step
     efficiency.SECTION,  # "Data efficiency", closed by the distilled model's heads
     budget_check.SECTION,  # below the curves whose runs it trains again
     distillation.SECTION,
@@ -53,4 +56,4 @@ SECTIONS: tuple[Part, ...] = (
 
 LIMITATIONS: tuple[Part, ...] = (limitations.DESIGN, representations.LIMITATIONS, attention.LIMITATIONS)
 
-FINDINGS_ROWS: tuple[Rows, ...] = (plan.ROWS, controls.ROWS, distillation.ROWS, budget_check.ROWS)
+FINDINGS_ROWS: tuple[Rows, ...] = (plan.ROWS, ladder.ROWS, controls.ROWS, distillation.ROWS, budget_check.ROWS)

@@ -373,7 +373,7 @@ def test_the_engine_leaves_the_results_and_dvc_lock_of_a_sequential_repro(smoke_
     project = _fresh_copy(smoke_study, tmp_path / "study")
     result = _study_run(project, "--cpus", "4")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert result.stdout.splitlines()[-1].startswith("run: 38 stage(s) ran and 0 were up to date"), result.stdout
+    assert result.stdout.splitlines()[-1].startswith("run: 39 stage(s) ran and 0 were up to date"), result.stdout
     finished = [line for line in result.stdout.splitlines() if line.startswith("train@vit-0.5-0 (")]
     assert len(finished) == 1 and ": train: vit fraction 0.5 seed 0: test top-1 " in finished[0], result.stdout
     _assert_same_results(project, smoke_study)
@@ -448,10 +448,10 @@ def test_a_failed_stage_skips_only_its_dependants_and_the_others_are_recorded(sm
     assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stderr.splitlines() == [
         "train@resnet-0.5-1: error: injected failure of train@resnet-0.5-1",
-        "error: 1 stage(s) failed, 11 skipped downstream of them, 1 done and recorded in dvc.lock; fix the "
+        "error: 1 stage(s) failed, 12 skipped downstream of them, 1 done and recorded in dvc.lock; fix the "
         "failure(s) and rerun `study run` (logs: .dvc/tmp/study-run/)",
     ]
-    assert "train@resnet-0.5-1: FAILED; skipping 11 stage(s) downstream" in result.stdout
+    assert "train@resnet-0.5-1: FAILED; skipping 12 stage(s) downstream" in result.stdout
     assert_same_run(project / "runs" / "vit" / "f0.5_s1", smoke_study / "runs" / "vit" / "f0.5_s1")
     # The independent run is recorded; the failed stage and everything downstream of it are not.
     changed = {line.rstrip(":") for line in _dvc(project, "status").stdout.splitlines()

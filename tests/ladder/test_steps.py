@@ -87,6 +87,32 @@ def test_the_stage_writes_the_steps_the_rungs_and_both_figures(tmp_path):
     steps = pd.read_csv(tmp_path / "tables" / "steps.csv")
     assert len(steps) == 2 * 3 * 2 and list(steps["step"].unique()) == ["lad_avg - vit", "lad_nopos - lad_avg"]
     assert {p.name for p in (tmp_path / "figures").iterdir()} >= {"steps.png", "steps.pdf", "rungs.png", "rungs.pdf"}
+    assert steps.drop_duplicates("step")["change"].tolist() == ["class_token: - -> False; global_pool: - -> avg",
+                                                               "pos_embed: - -> none"]
+
+
+def test_each_step_of_the_preset_changes_what_its_header_says():
+    """The change column is read from the parameters: every rung of the ladder preset differs from the one below in
+    the entries its comment names and no others (the ViT -> ladder architecture swap is no change: with no keyword
+    the ladder is the ViT)."""
+    from study.core.config import load_params
+    from study.ladder.steps import step_changes
+    from study.presets import preset_params
+    from study.core.config import parse_params
+    from tests.conftest import ROOT
+
+    params = parse_params(preset_params(ROOT, "ladder"), "configs/ladder.yaml")
+    ladder = params.analysis.plan.ladder
+    changes = step_changes(list(ladder.pairs()), params.models)
+    assert changes[("lad_nopos", "lad_avg")] == "pos_embed: - -> none"
+    assert changes[("lad_mean", "lad_nopos")] == "token_mixer: - -> mean"
+    assert changes[("lad_mean_wide", "lad_mean")] == "mlp_ratio: 2 -> 4"
+    assert changes[("lad_pool", "lad_mean_wide")] == "token_mixer: mean -> pool"
+    assert changes[("lad_dwconv", "lad_pool")] == "token_mixer: pool -> dwconv"
+    assert changes[("lad_bn", "lad_dwconv")] == "norm: - -> batchnorm"
+    assert changes[("lad_stem", "lad_bn")] == "stem: - -> conv"
+    assert changes[("resnet", "resnet_adamw")].startswith("optimizer: adamw -> sgd")
+    assert load_params(ROOT / "params.yaml").analysis.plan.ladder is None
 
 
 def test_without_a_ladder_the_stage_writes_an_empty_table(tmp_path):

@@ -76,7 +76,7 @@ def _stale(project) -> set[str]:
     ("study/attention/report.py", {"report"}),  # a question's prose: the report alone, not its analysis
     # shared statistics: every stage that computes an interval
     ("study/stats/intervals.py", {"curves", "distillation", "cka", "attention", "robustness", "controls", "plan",
-                                  "budget_check", "report"}),
+                                  "ladder", "budget_check", "report"}),
 ])
 def test_bytecode_leaves_the_pipeline_clean_and_an_edit_stales_only_its_stages(smoke_study, module, expected):
     """After a full `dvc repro`: Python writing bytecode into the package changes nothing; a comment appended to a
