@@ -58,15 +58,24 @@ def read_mapping(path: Path) -> dict:
     return raw
 
 
-def preset_params(root: Path, name: str) -> dict:
-    """``root``'s params.yaml merged with ``configs/<name>.yaml`` (raw, not validated: see parse_params)."""
+def preset_params(root: Path, name: str, _within: tuple[str, ...] = ()) -> dict:
+    """``root``'s params.yaml merged with ``configs/<name>.yaml`` (raw, not validated: see parse_params). A preset
+    whose ``base`` names another is merged over that one instead (``base: ladder``: the ladder's rungs and plan on
+    another machine's budget), so a design is written once."""
     if name in NOT_PRESETS:
         raise StudyError(f"configs/{name}.yaml is not a preset of params.yaml but {NOT_PRESETS[name]}")
     path = root / "configs" / f"{name}.yaml"
     if not path.is_file():
         names = ", ".join(preset_names(root)) or "none"
         raise StudyError(f"no preset {name!r} (no file configs/{name}.yaml); choose one of: {names}")
-    return merged(read_mapping(root / "params.yaml"), read_mapping(path))
+    overlay = read_mapping(path)
+    base = overlay.pop("base", None)
+    if base is None:
+        return merged(read_mapping(root / "params.yaml"), overlay)
+    if name in _within or base == name:
+        raise StudyError(f"configs/{name}.yaml: base: {base} makes a loop of presets "
+                         f"({' -> '.join([*_within, name, base])}); name a preset that does not build on this one")
+    return merged(preset_params(root, str(base), (*_within, name)), overlay)
 
 
 def header(text: str) -> str:

@@ -60,7 +60,7 @@ def test_every_study_preset_checks_its_largest_fraction():
                        "priors.yaml": (0.02,), "priors_10pct.yaml": (0.005,), "small_data.yaml": (0.005,),
                        "fashionmnist_gpu.yaml": (0.01, 1.0), "cifar10_gpu.yaml": (0.01, 1.0),
                        "cifar100_gpu.yaml": (0.01, 1.0), "smoke.yaml": (0.5,), "check_4pct.yaml": (0.04,),
-                       "controls.yaml": (0.01,), "ladder.yaml": ()}
+                       "controls.yaml": (0.01,), "ladder.yaml": (), "ladder_gpu.yaml": (0.0025, 1.0)}
     extra = {name: load_study(name).budget_check.seeds for name in study_files()}
     assert extra == {name: () for name in checked} | {"check_4pct.yaml": (3, 4, 5, 6, 7, 8, 9)}
 

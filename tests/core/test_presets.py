@@ -13,11 +13,12 @@ import yaml
 
 from study.core.config import parse_params
 from study.core.errors import StudyError
-from study.presets import merged, preset_names, preset_params, preset_text
+from study.presets import header, merged, preset_names, preset_params, preset_text
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = preset_names(ROOT)
-MAX_LINES = 40  # a preset names what it changes, header included; more means it repeats params.yaml
+MAX_LINES = 40  # settings a preset names (its header aside): what it changes; more means it repeats params.yaml
+MAX_HEADER = 25  # the header says what the preset changes and why, and where its run time and results are
 
 
 def study(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -82,7 +83,10 @@ def test_a_preset_merged_over_params_yaml_is_valid_and_reads_back_the_same(name)
 @pytest.mark.parametrize("name", PRESETS)
 def test_a_preset_names_only_what_it_changes(name):
     text = (ROOT / "configs" / f"{name}.yaml").read_text()
-    assert len(text.splitlines()) <= MAX_LINES, f"configs/{name}.yaml: {len(text.splitlines())} lines"
+    top = header(text).splitlines()
+    assert len(top) <= MAX_HEADER, f"configs/{name}.yaml: a header of {len(top)} lines"
+    settings = text.splitlines()[len(top):]
+    assert len(settings) <= MAX_LINES, f"configs/{name}.yaml: {len(settings)} lines of settings"
     assert "cp configs/" not in text and f"study preset {name} DIR" in text  # how to run it, without overwriting
 
 
@@ -122,7 +126,8 @@ def test_the_command_writes_a_working_copy_with_the_merged_params_and_leaves_the
     assert (copy / "params.yaml").read_text() == preset_text(ROOT, "smoke")
     assert (copy / "dvc.yaml").read_bytes() == (ROOT / "dvc.yaml").read_bytes()
     assert (copy / "study" / "presets.py").is_file() and (copy / "configs" / "smoke.yaml").is_file()
-    assert not {"reports", "runs", "runs_2x", "data", "dvc.lock", ".venv"} & {p.name for p in copy.iterdir()}
+    assert not {"reports", "runs", "data", "dvc.lock", ".venv"} & {p.name for p in copy.iterdir()}
+    assert [p.name for p in (copy / "runs_2x").iterdir()] == [".gitkeep"]  # the folder, kept by git, no run
     # a git repository of its own, everything committed, so that DVC works there
     status = subprocess.run(["git", "status", "--porcelain"], cwd=copy, capture_output=True, text=True, check=True)
     assert status.stdout == ""

@@ -1,0 +1,69 @@
+"""The GPU ladder (configs/ladder_gpu.yaml) on CPU at smoke size: its rungs, side pairs, plan and budget check as
+written, on scikit-learn's digits at one fraction with 3 seeds and a few dozen steps, through `study run --jobs 2`
+to the report. No GPU here: this checks that the preset runs end to end, not its size or its results."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from study.core.checkout import own_code_env
+from study.core.config import parse_params
+from study.presets import merged, preset_params
+from tests.conftest import ROOT, dvc
+from tests.train.test_train import SMOKE
+
+# digits are 8x8: the rungs' 4-px patches make a 2x2 grid, so the plan's shuffle is of 2x2 cells, offset by half
+SHUFFLE, OFFSET = ["rearrangement", "shuffle", 2], ["rearrangement", "offset", 2]
+
+
+def _smoke_size() -> dict:
+    raw = preset_params(ROOT, "ladder_gpu")
+    ladder = copy.deepcopy(raw["analysis"]["plan"]["ladder"])
+    ladder["conditions"][1].update({"name": "shuffle_2", "words": "under a 2x2 shuffle", "condition": SHUFFLE,
+                                    "control": OFFSET})
+    robustness = merged(SMOKE["analysis"]["robustness"], {"rearrangement": {"grids": [2], "offset_grids": [2]},
+                                                          "translation": {"shifts": [1, 4]}, "uniform_attention": False})
+    return merged(raw, {
+        "data": SMOKE["data"], "fractions": [0.5], "seeds": [0, 1, 2], "budget": {"batch_size": 64, "min_steps": 12},
+        "budget_check": {"fractions": [0.5]},
+        "train": {"device": "cpu", "threads": 1, "deterministic": True, "eval_batch_size": 128},
+        "analysis": {"cka": SMOKE["analysis"]["cka"], "attention": SMOKE["analysis"]["attention"],
+                     "robustness": robustness,
+                     "plan": {"seeds": 3, "images": 2000, "ladder": ladder}}})
+
+
+def test_the_smoke_sized_gpu_ladder_is_valid_and_keeps_the_presets_design():
+    raw = _smoke_size()
+    params, gpu = parse_params(raw, "ladder_gpu (smoke size)"), parse_params(preset_params(ROOT, "ladder_gpu"),
+                                                                              "configs/ladder_gpu.yaml")
+    assert params.models == gpu.models and params.baselines == gpu.baselines  # the rungs and recipes as written
+    assert params.analysis.plan.ladder.rungs == gpu.analysis.plan.ladder.rungs
+    assert len(params.analysis.plan.claims) == len(gpu.analysis.plan.claims) == 24
+    assert gpu.fractions == (0.0025, 0.01, 0.04, 0.2, 1.0) and len(gpu.seeds) == 8 and gpu.train.threads == 0
+
+
+@pytest.mark.slow
+def test_the_smoke_sized_gpu_ladder_runs_to_its_report(tmp_path):
+    from study.presets import params_text, working_copy
+
+    project = working_copy(ROOT, tmp_path / "study", _smoke_size(), "# the GPU ladder at smoke size, on CPU\n")
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    env = own_code_env(project, {**os.environ, "PATH": path})
+    result = subprocess.run([sys.executable, "-m", "study", "run", "--jobs", "2"], cwd=project, env=env,
+                            capture_output=True, text=True, timeout=3600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    steps = pd.read_csv(project / "reports" / "tables" / "ladder" / "steps.csv")
+    assert set(steps["seeds"]) == {3} and steps["step"].nunique() == 12  # 10 rung steps and 2 side pairs
+    assert len(pd.read_csv(project / "reports" / "tables" / "budget_check" / "budget_check.csv")) == 13
+    report = (project / "reports" / "report.md").read_text()
+    assert "## The ladder: from the ViT to the ResNet, one change at a time" in report
+    assert "Which step of the ladder carries the clean gap" in report
+    assert "up to date" in dvc("status", cwd=project).stdout
+    assert params_text  # the working copy's params.yaml is written by the same function `study preset` uses
