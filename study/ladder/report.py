@@ -18,6 +18,7 @@ import pandas as pd
 from study import ladder as L
 from study import plan as P
 from study.outputs.tables import markdown_table
+from study.stats.verdicts import LARGER, ONLY
 from study.writing import MODELS
 from study.writing.section import Part, Rows, Sources
 
@@ -33,9 +34,10 @@ def _ci(mean: float, low: float, high: float) -> str:
 
 
 def judged_steps(steps: pd.DataFrame, claims: pd.DataFrame, tests: pd.DataFrame) -> pd.DataFrame:
-    """One row per step and condition, in ladder order: what it changes, and its claim's pooled contrast, verdict,
-    scope and the power its contrast test had (the plan's tables). Steps the plan did not judge are left out."""
-    order = steps.drop_duplicates(["step", "condition"])[["step", "change", "condition"]]
+    """One row per step and condition, in ladder order (rung steps, then side pairs): what it changes, and its
+    claim's pooled contrast, verdict, scope and the power its contrast test had (the plan's tables). Steps the plan
+    did not judge are left out."""
+    order = steps.drop_duplicates(["step", "condition"])[["step", "kind", "change", "condition"]]
     contrast = tests[tests["test"] == P.CONTRAST][["claim", "power", "seeds_needed"]]
     judged = claims.drop(columns=["seeds_needed"], errors="ignore").merge(contrast, on="claim", how="left")
     return order.merge(judged, left_on=["step", "condition"], right_on=["comparison", "condition"], how="inner")
@@ -48,23 +50,56 @@ def _verdict(row: pd.Series) -> str:
     return words
 
 
-def _decided(judged: pd.DataFrame, condition: str, question: str, control: str) -> dict | None:
-    """A findings row: the steps supported under ``condition``, or none with what the others allow."""
-    at = judged[judged["condition"] == condition]
+def _step(row: pd.Series, interaction: bool = False) -> str:
+    text = f"{row['step']} ({row['change'] or 'as listed'}): {_ci(row['mean'], row['adj_low'], row['adj_high'])}"
+    if interaction:
+        both = _ci(row["interaction_mean"], row["interaction_adj_low"], row["interaction_adj_high"])
+        text += f", interaction {both}"
+    return text
+
+
+def _none_shown(at: pd.DataFrame, interaction: bool = False) -> tuple[str, str]:
+    """Evidence and verdict where no step is shown: the largest step, and how the steps were judged."""
+    largest = at.loc[at["mean"].abs().idxmax()]
+    counts = at["verdict"].value_counts()
+    return (f"largest step {_step(largest, interaction)}",
+            "no single step shown: " + ", ".join(f"{int(n)} {v}" for v, n in counts.items()))
+
+
+def clean_gap_row(judged: pd.DataFrame, condition: str) -> dict | None:
+    """Which rung steps (side pairs aside) change clean accuracy: those the plan supports."""
+    at = judged[(judged["condition"] == condition) & (judged["kind"] == "rung")]
     if at.empty:
         return None
-    supported = at[at["verdict"] == "supported"]
-    shown = supported if len(supported) else at.reindex(at["mean"].abs().sort_values(ascending=False).index).head(1)
-    evidence = "; ".join(f"{r['step']} ({r['change'] or 'as listed'}): {_ci(r['mean'], r['adj_low'], r['adj_high'])}"
-                         for _, r in shown.iterrows())
-    if len(supported):
-        verdict = "supported for " + ", ".join(supported["step"]) + (
-            f"; the other {len(at) - len(supported)} steps not" if len(at) > len(supported) else "")
+    shown = at[at["verdict"] == "supported"]
+    if len(shown):
+        evidence = "; ".join(_step(r) for _, r in shown.iterrows())
+        verdict = f"supported for {', '.join(shown['step'])}; the other {len(at) - len(shown)} steps not"
     else:
-        counts = at["verdict"].value_counts()
-        verdict = "no single step shown: " + ", ".join(f"{int(n)} {v}" for v, n in counts.items())
-        evidence = "largest step " + evidence
-    return {"claim": question, "evidence": evidence, "control": control, "verdict": verdict,
+        evidence, verdict = _none_shown(at)
+    return {"claim": f"Which steps of the ladder move clean accuracy ({condition})", "evidence": evidence,
+            "control": "each rung against the one below: same images, seeds and budget; one Holm family",
+            "verdict": verdict, "comparison": "ladder", "condition": condition}
+
+
+def invariance_row(judged: pd.DataFrame, condition: str) -> dict | None:
+    """Which rung steps change accuracy under ``condition`` more than under its off-grid control: those whose
+    interaction excludes 0 in the direction of their contrast (the plan's scope: only or larger on the condition).
+    A step that moves both alike (an accuracy change, not an invariance change) is not one."""
+    at = judged[(judged["condition"] == condition) & (judged["kind"] == "rung")]
+    if at.empty or "scope" not in at:
+        return None
+    shown = at[at["scope"].isin([ONLY, LARGER])]
+    if len(shown):
+        evidence = "; ".join(_step(r, interaction=True) for _, r in shown.iterrows())
+        verdict = (f"shown for {', '.join(shown['step'])} (the interaction excludes 0); the other "
+                   f"{len(at) - len(shown)} steps not")
+    else:
+        evidence, verdict = _none_shown(at, interaction=True)
+    control = at["control"].dropna().iloc[0] if at["control"].notna().any() else "no control"
+    return {"claim": f"Which steps change accuracy under the {condition} beyond its off-grid control",
+            "evidence": evidence,
+            "control": f"each step's interaction with the {control} (per seed, Holm-adjusted)", "verdict": verdict,
             "comparison": "ladder", "condition": condition}
 
 
@@ -74,13 +109,8 @@ def _rows(sources: Sources) -> list[dict]:
         return []
     judged = judged_steps(steps, sources.table(P.FOLDER, P.CLAIMS), sources.table(P.FOLDER, P.TESTS))
     conditions = list(dict.fromkeys(judged["condition"]))
-    rows = []
-    if conditions:
-        rows.append(_decided(judged, conditions[0], f"Which step of the ladder carries the clean gap ({conditions[0]})",
-                             "each step against the rung below, same images, seeds and budget; one Holm family"))
-    for condition in conditions[1:]:
-        rows.append(_decided(judged, condition, f"Which step ends the ViT's invariance ({condition})",
-                             "each step's interaction with the matched off-grid control (in the verdict)"))
+    rows = [clean_gap_row(judged, conditions[0])] if conditions else []
+    rows += [invariance_row(judged, condition) for condition in conditions[1:]]
     mixing = judged[judged["change"].str.contains(_MIXER_TO_MEAN, regex=False, na=False)]
     for _, r in mixing.iterrows():
         rows.append({"claim": f"Learned attention differs from a fixed global mean of the tokens, trained as such "

@@ -57,7 +57,8 @@ def run(params: Params, robustness_tables: Path, figures: Path, tables: Path) ->
     conf = params.analysis.curves.confidence
     conditions = list(dict.fromkeys(key for c in ladder.conditions for key in (c.condition, c.control) if key))
     changes = step_changes(list(ladder.pairs()), {name: params.models[name] for pair in ladder.pairs() for name in pair})
-    steps = step_table(read, list(ladder.pairs()), conditions, conf, changes)
+    steps = step_table(read, list(ladder.pairs()), conditions, conf, changes,
+                       frozenset(tuple(pair) for pair in ladder.side))
     models = list(dict.fromkeys([*ladder.rungs, *(m for pair in ladder.side for m in pair)]))
     accuracy = rung_accuracy(read, models, conditions)
     smallest = {condition_words(c): 100 * (plan.effects.clean if c[0] == "clean" else plan.effects.robustness)

@@ -18,7 +18,7 @@ from study.plan.claims import condition_words, paired
 from study.stats.intervals import holm_intervals
 
 Condition = tuple[str, str, float]
-STEP_COLUMNS = ["step", "arm", "against", "change", "condition", "fraction", "train_images", "seeds", "images", "mean",
+STEP_COLUMNS = ["step", "kind", "arm", "against", "change", "condition", "fraction", "train_images", "seeds", "images", "mean",
                 "adj_low", "adj_high", "adj_confidence", "p_holm", "flagged_pairs"]
 
 
@@ -42,6 +42,9 @@ def step_changes(pairs: list[tuple[str, str]], models: dict) -> dict[tuple[str, 
         keys = [k for k in dict.fromkeys([*before, *after]) if before.get(k) != after.get(k)]
         if {before.get("arch"), after.get("arch")} <= _SAME_ARCH:
             keys = [k for k in keys if k != "arch"]
+        elif "arch" in keys:  # another architecture: its own arguments are not a change of the other's
+            own = {*models[arm].arch_args, *models[against].arch_args}
+            keys = [k for k in keys if k not in own]
         out[(arm, against)] = "; ".join(f"{k}: {_value(before.get(k))} -> {_value(after.get(k))}" for k in keys)
     return out
 
@@ -51,11 +54,13 @@ def _value(v) -> str:
 
 
 def step_table(tables: list[pd.DataFrame], pairs: list[tuple[str, str]], conditions: list[Condition],
-               confidence: float, changes: dict[tuple[str, str], str] | None = None) -> pd.DataFrame:
+               confidence: float, changes: dict[tuple[str, str], str] | None = None,
+               side: frozenset[tuple[str, str]] = frozenset()) -> pd.DataFrame:
     """One row per step (``pairs``: ``(arm, against)``, in ladder order), condition and fraction
     (:data:`STEP_COLUMNS`): the mean over seeds of ``arm − against`` (points), its interval Holm-adjusted across the
     steps at that condition and fraction, and how many of its seeds' pairs hold a run still improving or on the step
-    floor; ``change``: :func:`step_changes`' words, where given. A step whose models were not scored under a
+    floor; ``change``: :func:`step_changes`' words, where given; ``kind``: "side" for the pairs in ``side``, else
+    "rung". A step whose models were not scored under a
     condition has no rows there."""
     changes = changes or {}
     rows = []
@@ -67,7 +72,8 @@ def step_table(tables: list[pd.DataFrame], pairs: list[tuple[str, str]], conditi
             at = {pair: d for pair, d in at.items() if len(d)}
             adjusted = holm_intervals([d["diff"].to_numpy() for d in at.values()], confidence)
             for (arm, against), d, adj in zip(at, at.values(), adjusted):
-                rows.append({"step": f"{arm} - {against}", "arm": arm, "against": against,
+                rows.append({"step": f"{arm} - {against}",
+                             "kind": "side" if (arm, against) in side else "rung", "arm": arm, "against": against,
                              "change": changes.get((arm, against), ""), "condition": condition_words(condition), "fraction": fraction,
                              "train_images": int(d["train_images"].iloc[0]), "seeds": len(d),
                              "images": int(d["images"].min()), "mean": adj.mean, "adj_low": adj.low,

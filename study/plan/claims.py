@@ -185,8 +185,10 @@ def claims_table(tests: pd.DataFrame, plan: PlanParams) -> pd.DataFrame:
         row["seeds_needed"] = max(needed) if len(needed) == len(own) else None
         if claim.control is not None:
             off, both = own.loc[CONTROL], own.loc[INTERACTION]
+            # A two-sided claim (direction 0) asks "only on its condition?" in the direction its contrast came out.
+            toward = claim.direction or (int(math.copysign(1, main["mean"])) if main["mean"] else 0)
             found = scope((both["adj_low"], both["adj_high"]), (off["adj_low"], off["adj_high"]),
-                          main["smallest_effect"], claim.direction) if claim.direction else UNDEFINED
+                          main["smallest_effect"], toward) if toward and math.isfinite(main["mean"]) else UNDEFINED
             row.update({"control_mean": off["mean"], "control_adj_low": off["adj_low"],
                         "control_adj_high": off["adj_high"], "interaction_mean": both["mean"],
                         "interaction_adj_low": both["adj_low"], "interaction_adj_high": both["adj_high"],

@@ -15,17 +15,19 @@ from study.writing.section import Sources
 
 CLEAN, SHUFFLE = "clean", "7x7 shuffle"
 STEPS = [("lad_nopos", "lad_avg", "pos_embed: - -> none"), ("lad_mean", "lad_nopos", "token_mixer: - -> mean")]
-# (step, condition) -> (mean, verdict): only the clean attention step is supported
-JUDGED = {("lad_nopos - lad_avg", CLEAN): (1.0, "inconclusive"), ("lad_mean - lad_nopos", CLEAN): (-8.0, "supported"),
-          ("lad_nopos - lad_avg", SHUFFLE): (20.0, "inconclusive"),
-          ("lad_mean - lad_nopos", SHUFFLE): (0.5, "no detectable difference")}
+# (step, condition) -> (mean, verdict, scope): only the clean attention step is supported; under the shuffle the
+# position step's interaction excludes 0 (scope "larger") though its contrast is not supported
+JUDGED = {("lad_nopos - lad_avg", CLEAN): (1.0, "inconclusive", ""),
+          ("lad_mean - lad_nopos", CLEAN): (-8.0, "supported", ""),
+          ("lad_nopos - lad_avg", SHUFFLE): (20.0, "inconclusive", "larger"),
+          ("lad_mean - lad_nopos", SHUFFLE): (0.5, "no detectable difference", "unseparated")}
 
 
 def _sources(tmp_path) -> Sources:
     tables, setup = tmp_path / "tables", tmp_path / "setup"
     for folder in (tables / L.FOLDER, tables / P.FOLDER, setup):
         folder.mkdir(parents=True)
-    steps = [{"step": f"{a} - {b}", "arm": a, "against": b, "change": change, "condition": c, "fraction": f,
+    steps = [{"step": f"{a} - {b}", "kind": "rung", "arm": a, "against": b, "change": change, "condition": c, "fraction": f,
               "train_images": n, "seeds": 5, "images": 2000, "mean": 1.0, "adj_low": -1.0, "adj_high": 3.0,
               "adj_confidence": 0.975, "p_holm": 0.3, "flagged_pairs": 0}
              for c in (CLEAN, SHUFFLE) for a, b, change in STEPS for f, n in ((0.0025, 140), (0.02, 1140))]
@@ -34,15 +36,18 @@ def _sources(tmp_path) -> Sources:
               "top1": 70.0, "top1_sd": 1.0} for i, r in enumerate(["lad_avg", "lad_nopos", "lad_mean"])]
     pd.DataFrame(rungs).to_csv(tables / L.FOLDER / f"{L.RUNGS}.csv", index=False)
     claims, tests = [], []
-    for (step, condition), (mean, verdict) in JUDGED.items():
+    for (step, condition), (mean, verdict, scope) in JUDGED.items():
         name = f"{step.replace(' - ', '_vs_')}_{condition}"
+        control = "7x7 shuffle (offset)" if scope else ""
         claims.append({"claim": name, "text": f"{step} differs {condition}", "comparison": step,
-                       "condition": condition, "control": "", "mean": mean, "adj_low": mean - 2, "adj_high": mean + 2,
-                       "verdict": verdict, "verdict_words": verdict, "scope_words": "", "seeds": 5,
-                       "seeds_needed": 9})
+                       "condition": condition, "control": control, "mean": mean, "adj_low": mean - 2,
+                       "adj_high": mean + 2, "verdict": verdict, "verdict_words": verdict, "scope": scope,
+                       "scope_words": scope, "interaction_mean": mean / 2, "interaction_adj_low": mean / 2 - 1,
+                       "interaction_adj_high": mean / 2 + 1, "control_mean": 0.0, "control_adj_low": -1.0,
+                       "control_adj_high": 1.0, "seeds": 5, "seeds_needed": 9})
         tests.append({"claim": name, "test": P.CONTRAST, "power": 0.6, "seeds_needed": 9})
     claims.append({"claim": "other", "text": "not a step", "comparison": "vit - resnet", "condition": CLEAN,
-                   "control": "", "mean": 0.0, "adj_low": -1.0, "adj_high": 1.0, "verdict": "inconclusive",
+                   "control": "", "scope": "", "mean": 0.0, "adj_low": -1.0, "adj_high": 1.0, "verdict": "inconclusive",
                    "verdict_words": "inconclusive", "scope_words": "", "seeds": 5, "seeds_needed": 9})
     tests.append({"claim": "other", "test": P.CONTRAST, "power": 0.6, "seeds_needed": 9})
     pd.DataFrame(claims).to_csv(tables / P.FOLDER / f"{P.CLAIMS}.csv", index=False)
@@ -67,12 +72,29 @@ def test_each_step_is_joined_to_its_claim_and_no_other(tmp_path):
 def test_the_rows_name_the_supported_step_and_say_when_none_is_shown(tmp_path):
     rows = ROWS.rows(_sources(tmp_path))
     clean, shuffle, mixing = rows[0], rows[1], rows[2:]
+    assert clean["claim"] == "Which steps of the ladder move clean accuracy (clean)"
     assert clean["verdict"] == "supported for lad_mean - lad_nopos; the other 1 steps not"
     assert clean["evidence"].startswith("lad_mean - lad_nopos (token_mixer: - -> mean): -8.0 (-10.0 to -6.0)")
-    assert shuffle["verdict"] == "no single step shown: 1 inconclusive, 1 no detectable difference"
-    assert shuffle["evidence"].startswith("largest step lad_nopos - lad_avg")  # the largest |mean|, with no verdict
+    # the shuffle row asks for the interaction, not the contrast: the position step, though inconclusive there
+    assert shuffle["verdict"] == "shown for lad_nopos - lad_avg (the interaction excludes 0); the other 1 steps not"
+    assert shuffle["evidence"] == ("lad_nopos - lad_avg (pos_embed: - -> none): +20.0 (+18.0 to +22.0), interaction "
+                                   "+10.0 (+9.0 to +11.0)")
     assert [(r["comparison"], r["condition"], r["verdict"]) for r in mixing] == [
-        ("lad_mean - lad_nopos", CLEAN, "supported"), ("lad_mean - lad_nopos", SHUFFLE, "no detectable difference")]
+        ("lad_mean - lad_nopos", CLEAN, "supported"), ("lad_mean - lad_nopos", SHUFFLE, "no detectable difference; unseparated")]
+
+
+def test_without_a_supported_step_the_row_names_the_largest_and_counts_the_verdicts(tmp_path):
+    from study.ladder.report import clean_gap_row
+
+    sources = _sources(tmp_path)
+    judged = judged_steps(sources.table(L.FOLDER, L.STEPS), sources.table(P.FOLDER, P.CLAIMS),
+                          sources.table(P.FOLDER, P.TESTS))
+    judged.loc[judged["verdict"] == "supported", "verdict"] = "inconclusive"
+    row = clean_gap_row(judged, CLEAN)
+    assert row["verdict"] == "no single step shown: 2 inconclusive"
+    assert row["evidence"].startswith("largest step lad_mean - lad_nopos (token_mixer: - -> mean): -8.0")
+    side = judged.assign(kind="side")
+    assert clean_gap_row(side, CLEAN) is None  # side pairs are not steps of the ladder
 
 
 def test_the_attention_rows_replace_the_plans_generic_rows_in_the_findings_table(tmp_path):

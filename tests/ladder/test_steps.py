@@ -86,6 +86,7 @@ def test_the_stage_writes_the_steps_the_rungs_and_both_figures(tmp_path):
     assert line.startswith("ladder: 3 rungs, 2 steps x 3 conditions")
     steps = pd.read_csv(tmp_path / "tables" / "steps.csv")
     assert len(steps) == 2 * 3 * 2 and list(steps["step"].unique()) == ["lad_avg - vit", "lad_nopos - lad_avg"]
+    assert set(steps["kind"]) == {"rung"}
     assert {p.name for p in (tmp_path / "figures").iterdir()} >= {"steps.png", "steps.pdf", "rungs.png", "rungs.pdf"}
     assert steps.drop_duplicates("step")["change"].tolist() == ["class_token: - -> False; global_pool: - -> avg",
                                                                "pos_embed: - -> none"]
@@ -112,6 +113,8 @@ def test_each_step_of_the_preset_changes_what_its_header_says():
     assert changes[("lad_bn", "lad_dwconv")] == "norm: - -> batchnorm"
     assert changes[("lad_stem", "lad_bn")] == "stem: - -> conv"
     assert changes[("resnet", "resnet_adamw")].startswith("optimizer: adamw -> sgd")
+    assert changes[("convmixer", "lad_bn")] == "arch: ladder -> convmixer"  # not the two architectures' arguments
+    assert changes[("mlp", "vit")] == "arch: vit -> mlp"
     assert load_params(ROOT / "params.yaml").analysis.plan.ladder is None
 
 

@@ -177,3 +177,20 @@ def test_the_tex_tables_are_the_columns_a_paper_cites(judged, tmp_path):
     tex, csv = (tmp_path / "claims.tex").read_text(), pd.read_csv(tmp_path / "claims.csv")
     assert "verdict_words" in csv and "verdict\\_words" not in tex  # the CSV whole, the .tex as cited
     assert "only on its condition" in tex and "$\\pm$" not in tex.split("\\midrule")[0]
+
+
+def test_a_two_sided_claim_takes_the_scope_in_the_direction_its_contrast_came_out():
+    """A ladder step claims any difference (direction 0); "only on its condition" is then asked in the direction
+    the contrast came out: the shuffle claim's +20 points, only on the grid, judged two-sided, is still ONLY."""
+    import dataclasses
+
+    plan = plan_params()
+    two_sided = dataclasses.replace(plan, claims=tuple(dataclasses.replace(c, direction=0) for c in plan.claims))
+    tests = judge_tests([per_run()], two_sided)
+    by = claims_table(tests, two_sided).set_index("claim")
+    assert by.loc["shuffle", "direction"] == 0 and by.loc["shuffle", "scope"] == V.ONLY
+    assert by.loc["shift", "scope"] == V.BOTH
+    flipped = per_run()  # the ViT behind by 20 on its shuffle: the scope is asked toward -1 and found there
+    flipped.loc[(flipped["model"] == "vit") & (flipped["variant"] == "shuffle"), "top1"] -= 0.40
+    by = claims_table(judge_tests([flipped], two_sided), two_sided).set_index("claim")
+    assert by.loc["shuffle", "mean"] < 0 and by.loc["shuffle", "scope"] == V.ONLY
