@@ -22,6 +22,7 @@ from study.controls.conditions import grid_pairs
 from study.controls.figures import controls_figure
 from study.core.config import INPUT_SHAPES, Params
 from study.core.entry import configured
+from study.robustness.reading import add_reader_arguments
 from study.core.errors import StudyError
 from study.core.io import atomic_dir
 from study.outputs.figure_style import save_figure
@@ -31,11 +32,7 @@ from study.robustness.grids import occlusion_grid
 OCCLUSION_SHARE = 0.75  # the share of cells dropped whose aligned and offset grids the figure sets side by side
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--robustness", type=Path, required=True,
-                        help="the robustness stage's tables folder (reports/tables/robustness)")
-    parser.add_argument("--figures", type=Path, required=True, help="output folder for figures")
-    parser.add_argument("--tables", type=Path, required=True, help="output folder for tables")
+add_arguments = add_reader_arguments  # --robustness, --figures, --tables
 
 
 def main(args: argparse.Namespace) -> str:

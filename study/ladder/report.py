@@ -18,19 +18,12 @@ import pandas as pd
 from study import ladder as L
 from study import plan as P
 from study.outputs.tables import markdown_table
+from study.plan.report import interval_text as _ci
 from study.stats.verdicts import LARGER, ONLY
 from study.writing import MODELS
 from study.writing.section import Part, Rows, Sources
 
 _MIXER_TO_MEAN = "token_mixer: - -> mean"  # the step from learned attention to a fixed global mean of the tokens
-
-
-def _ci(mean: float, low: float, high: float) -> str:
-    if not math.isfinite(mean):
-        return "not measured"
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return f"{mean:+.1f} (no interval)"
-    return f"{mean:+.1f} ({low:+.1f} to {high:+.1f})"
 
 
 def judged_steps(steps: pd.DataFrame, claims: pd.DataFrame, tests: pd.DataFrame) -> pd.DataFrame:

@@ -18,6 +18,7 @@ from study import robustness
 from study.ladder import RUNGS, STEPS
 from study.core.config import Params
 from study.core.entry import configured
+from study.robustness.reading import add_reader_arguments
 from study.core.errors import StudyError
 from study.core.io import atomic_dir
 from study.ladder.figures import rungs_figure, steps_figure
@@ -28,11 +29,7 @@ from study.plan.claims import condition_words
 
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--robustness", type=Path, required=True,
-                        help="the robustness stage's tables folder (reports/tables/robustness)")
-    parser.add_argument("--figures", type=Path, required=True, help="output folder for figures")
-    parser.add_argument("--tables", type=Path, required=True, help="output folder for tables")
+add_arguments = add_reader_arguments  # --robustness, --figures, --tables
 
 
 def main(args: argparse.Namespace) -> str:

@@ -18,7 +18,8 @@ from study.plan.compact import compact_tests
 from study.writing.section import Part, Rows, Sources
 
 
-def _ci(mean: float, low: float, high: float) -> str:
+def interval_text(mean: float, low: float, high: float) -> str:
+    """A contrast and its interval as the findings table writes it: "+1.2 (-0.4 to +2.8)"."""
     if not math.isfinite(mean):
         return "not measured"
     if not (math.isfinite(low) and math.isfinite(high)):
@@ -45,10 +46,10 @@ def claim_sentence(row: pd.Series) -> str:
     """One claim: its contrast, its verdict, and with a control the interaction and the scope."""
     text = (f"{row['text']} ({row['comparison']}, {row['condition']}, {int(row['images']):,} test images, "
             f"{int(row['seeds']) if math.isfinite(row['seeds']) else 0} seeds): "
-            f"{_ci(row['mean'], row['adj_low'], row['adj_high'])} points, {row['verdict_words']}")
+            f"{interval_text(row['mean'], row['adj_low'], row['adj_high'])} points, {row['verdict_words']}")
     if isinstance(row.get("control"), str) and row["control"]:
-        text += (f"; with {row['control']}: {_ci(row['control_mean'], row['control_adj_low'], row['control_adj_high'])}"
-                 f", interaction {_ci(row['interaction_mean'], row['interaction_adj_low'], row['interaction_adj_high'])}"
+        text += (f"; with {row['control']}: {interval_text(row['control_mean'], row['control_adj_low'], row['control_adj_high'])}"
+                 f", interaction {interval_text(row['interaction_mean'], row['interaction_adj_low'], row['interaction_adj_high'])}"
                  f": {row['scope_words']}")
     needed = row.get("seeds_needed")
     if needed is not None and math.isfinite(needed):
@@ -91,12 +92,12 @@ def _rows(sources: Sources) -> list[dict]:
     claims = sources.table(P.FOLDER, P.CLAIMS)
     rows = []
     for _, row in claims.iterrows():
-        evidence = f"{row['comparison']}, {row['condition']}: {_ci(row['mean'], row['adj_low'], row['adj_high'])}"
+        evidence = f"{row['comparison']}, {row['condition']}: {interval_text(row['mean'], row['adj_low'], row['adj_high'])}"
         control = "same images, seeds and budget"
         verdict = row["verdict_words"]
         if isinstance(row.get("control"), str) and row["control"]:
-            control = (f"{row['control']}: {_ci(row['control_mean'], row['control_adj_low'], row['control_adj_high'])}"
-                       f"; interaction {_ci(row['interaction_mean'], row['interaction_adj_low'], row['interaction_adj_high'])}")
+            control = (f"{row['control']}: {interval_text(row['control_mean'], row['control_adj_low'], row['control_adj_high'])}"
+                       f"; interaction {interval_text(row['interaction_mean'], row['interaction_adj_low'], row['interaction_adj_high'])}")
             verdict += f"; {row['scope_words']}"
         needed = row.get("seeds_needed")
         if row["verdict"] != "supported" and needed is not None and math.isfinite(needed):

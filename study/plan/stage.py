@@ -18,6 +18,7 @@ import pandas as pd
 from study import plan as P
 from study import robustness
 from study.core.entry import configured
+from study.robustness.reading import add_reader_arguments
 from study.core.errors import StudyError
 from study.core.io import atomic_dir
 from study.outputs.figure_style import save_figure
@@ -27,11 +28,7 @@ from study.plan.compact import compact_claims, compact_tests
 from study.plan.figures import plan_figure
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--robustness", type=Path, required=True,
-                        help="the robustness stage's tables folder (reports/tables/robustness)")
-    parser.add_argument("--figures", type=Path, required=True, help="output folder for figures")
-    parser.add_argument("--tables", type=Path, required=True, help="output folder for tables")
+add_arguments = add_reader_arguments  # --robustness, --figures, --tables
 
 
 def main(args: argparse.Namespace) -> str:
