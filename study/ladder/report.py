@@ -4,8 +4,8 @@ ladder decides: which step carries the clean gap, which one ends the patch-shuff
 learned attention beats fixed global mixing.
 
 Read from the ``ladder`` stage's tables (:mod:`study.ladder`), the ``plan`` stage's (the ladder's claims are the
-plan's) and the report stage's model table (parameters, FLOPs); nothing is computed here beyond choosing and
-joining rows. A step is matched to its claim by its comparison (``arm - against``) and condition words, which both
+plan's), the report stage's model table (parameters, FLOPs) and, for the twins matched in cost, the ``controls``
+stage's pooled contrasts (exploratory); nothing is computed here beyond choosing, joining and dividing rows. A step is matched to its claim by its comparison (``arm - against``) and condition words, which both
 stages write alike (:func:`study.plan.claims.condition_words`).
 """
 
@@ -15,6 +15,7 @@ import math
 
 import pandas as pd
 
+from study import controls as C
 from study import ladder as L
 from study import plan as P
 from study.outputs.tables import markdown_table
@@ -24,6 +25,10 @@ from study.writing import MODELS
 from study.writing.section import Part, Rows, Sources
 
 _MIXER_TO_MEAN = "token_mixer: - -> mean"  # the step from learned attention to a fixed global mean of the tokens
+# A step that moves parameters or FLOPs by more than this (percent of the rung below) is read beside a twin matched in
+# cost to the rung below: the change's effect could otherwise be its cost's (ConvNeXt's ladder, Liu et al. 2022,
+# keeps FLOPs within a few percent for the same reason).
+COST_LIMIT_PCT = 25.0
 
 
 def judged_steps(steps: pd.DataFrame, claims: pd.DataFrame, tests: pd.DataFrame) -> pd.DataFrame:
@@ -105,13 +110,20 @@ def _rows(sources: Sources) -> list[dict]:
     rows = [clean_gap_row(judged, conditions[0])] if conditions else []
     rows += [invariance_row(judged, condition) for condition in conditions[1:]]
     mixing = judged[judged["change"].str.contains(_MIXER_TO_MEAN, regex=False, na=False)]
+    contrasts = _twin_contrasts(sources)
     for _, r in mixing.iterrows():
+        control = ("same embedding width, depth and recipe, no position embedding in either; the mean has no mixing "
+                   "weights (parameters: the costs table)")
+        against = r["step"].split(" - ")[1]
+        twins = pd.DataFrame({"step": [r["step"]], "twin": [""]}) if contrasts is None else pd.DataFrame(
+            {"step": r["step"], "twin": [c for c in dict.fromkeys(contrasts["comparison"])
+                                         if c.endswith(f" - {against}") and c != r["step"]]})
+        for _, t in _twin_effects(twins, contrasts, [r["condition"]]).iterrows():
+            control += f"; its twin matched in cost, {t['twin']} (exploratory): {t['twin effect']}"
         rows.append({"claim": f"Learned attention differs from a fixed global mean of the tokens, trained as such "
                               f"({r['condition']})",
                      "evidence": f"{r['step']}: {_ci(r['mean'], r['adj_low'], r['adj_high'])}",
-                     "control": "same embedding width, depth and recipe, no position embedding in either; the mean has "
-                                "no mixing weights (parameters: the costs table)",
-                     "verdict": _verdict(r), "comparison": r["step"], "condition": r["condition"]})
+                     "control": control, "verdict": _verdict(r), "comparison": r["step"], "condition": r["condition"]})
     return [r for r in rows if r is not None]
 
 
@@ -132,21 +144,66 @@ def _findings(sources: Sources) -> list[str]:
     return out
 
 
-def _costs(sources: Sources, rungs: pd.DataFrame) -> pd.DataFrame:
-    """Each rung's parameters and training GFLOPs (the report stage's model table) beside the one below it."""
-    order = rungs.sort_values("position")["rung"].drop_duplicates().tolist()
-    models = sources.setup_table(MODELS).set_index("model")
-    out = models.reindex(order)[["arch", "params", "train_GFLOPs_full"]].reset_index(names="rung")
-    out["params_vs_previous_pct"] = (100 * out["params"].pct_change()).round(1)
-    out["GFLOPs_vs_previous_pct"] = (100 * out["train_GFLOPs_full"].pct_change()).round(1)
+def _cost_change(arms: pd.Series, against: pd.Series, cost: pd.DataFrame) -> pd.DataFrame:
+    """Each arm's parameters and training GFLOPs at the largest fraction beside ``against``'s, in percent
+    (``cost``: the report stage's model table, by model)."""
+    out = pd.DataFrame(index=arms.index)
+    for column, name in (("params", "params_change_pct"), ("train_GFLOPs_full", "GFLOPs_change_pct")):
+        out[name] = (100 * (arms.map(cost[column]) / against.map(cost[column]) - 1)).round(1)
     return out
+
+
+def step_costs(steps: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """Each step's arm: its parameters and training GFLOPs, and their change from the model it is compared with
+    (``models``: the report stage's model table)."""
+    pairs = steps.drop_duplicates("step")[["step", "kind", "arm", "against"]].reset_index(drop=True)
+    cost = models.set_index("model")
+    out = pairs.assign(params=pairs["arm"].map(cost["params"]),
+                       train_GFLOPs_full=pairs["arm"].map(cost["train_GFLOPs_full"]))
+    return pd.concat([out, _cost_change(pairs["arm"], pairs["against"], cost)], axis=1)
+
+
+def cost_twins(costs: pd.DataFrame, comparisons: list[str], models: pd.DataFrame) -> pd.DataFrame:
+    """The steps that move parameters or FLOPs by more than :data:`COST_LIMIT_PCT`, each beside its twins: the
+    ``comparisons`` (``"twin - against"``, the controls' pairs) of another model against the same model, with the
+    twin's own change in cost. A step with no twin has ``twin`` empty; a step into a twin (the rung that restores
+    the cost, as the MLP ratio 4 after the global mean) is left out."""
+    moved = costs[(costs[["params_change_pct", "GFLOPs_change_pct"]].abs() > COST_LIMIT_PCT).any(axis=1)]
+    twin_arms = {c.split(" - ")[0] for c in comparisons}
+    moved = moved[~moved["arm"].isin(twin_arms)]  # a step into a twin changes the cost on purpose: it restores it
+    rows = []
+    for _, step in moved.iterrows():
+        twins = [c for c in comparisons if c.endswith(f" - {step['against']}") and c != step["step"]]
+        rows += [{"step": step["step"], "params_change_pct": step["params_change_pct"],
+                  "GFLOPs_change_pct": step["GFLOPs_change_pct"], "twin": twin} for twin in twins or [""]]
+    out = pd.DataFrame(rows, columns=["step", "params_change_pct", "GFLOPs_change_pct", "twin"])
+    arm_against = out["twin"].str.split(" - ", expand=True).reindex(columns=[0, 1])
+    change = _cost_change(arm_against[0], arm_against[1], models.set_index("model"))
+    return pd.concat([out, change.add_prefix("twin_")], axis=1)
+
+
+def _twin_contrasts(sources: Sources) -> pd.DataFrame | None:
+    """The controls stage's pooled contrasts (exploratory), where that stage ran."""
+    return sources.table_if_written(C.FOLDER, C.POOLED)
+
+
+def _twin_effects(twins: pd.DataFrame, contrasts: pd.DataFrame | None, conditions: list[str]) -> pd.DataFrame:
+    """Each twin's contrast at each of ``conditions`` (points, Holm-adjusted across the controls' comparisons of that
+    condition), beside the step it stands in for."""
+    named = twins[twins["twin"] != ""]
+    if contrasts is None or named.empty:
+        return pd.DataFrame(columns=["step", "twin", "condition", "images", "twin effect"])
+    at = contrasts[contrasts["comparison"].isin(named["twin"]) & contrasts["condition"].isin(conditions)]
+    joined = named.merge(at, left_on="twin", right_on="comparison")
+    joined["twin effect"] = [_ci(m, lo, hi) for m, lo, hi in
+                             zip(joined["mean"], joined["mean_adj_low"], joined["mean_adj_high"])]
+    return joined[["step", "twin", "condition", "images", "twin effect"]]
 
 
 def _section(sources: Sources) -> list[str]:
     steps = sources.table(L.FOLDER, L.STEPS)
     if steps.empty:
         return []
-    rungs = sources.table(L.FOLDER, L.RUNGS)
     judged = judged_steps(steps, sources.table(P.FOLDER, P.CLAIMS), sources.table(P.FOLDER, P.TESTS))
     lines = ["## The ladder: from the ViT to the ResNet, one change at a time", "",
              "Each rung is the one before with one change (the parameters file's header says why; `change` below "
@@ -176,9 +233,35 @@ def _section(sources: Sources) -> list[str]:
               "fraction; `flagged pairs`: pairs of runs with a run still improving or on the step floor):", "",
               markdown_table(per_fraction[["step", "condition", "train_images", "seeds", "effect", "flagged_pairs"]]
                              .rename(columns={"train_images": "train images", "flagged_pairs": "flagged pairs"})), ""]
-    if sources.setup_table_if_written(MODELS) is not None and not rungs.empty:
-        lines += ["Each rung's cost (parameters; training GFLOPs at the largest fraction) and its change from the "
-                  "rung above:", "", markdown_table(_costs(sources, rungs), 1), ""]
+    models = sources.setup_table_if_written(MODELS)
+    if models is not None:
+        costs = step_costs(steps, models)
+        lines += ["Each step's cost: the arm's parameters and training GFLOPs (at the largest fraction), and their "
+                  "change from the model it is compared with:", "",
+                  markdown_table(costs.drop(columns=["arm", "against"]).rename(columns={"params_change_pct": "params change %",
+                                                                             "GFLOPs_change_pct": "GFLOPs change %"}),
+                                 1), ""]
+        lines += _twin_lines(sources, costs, list(dict.fromkeys(steps["condition"])))
+    return lines
+
+
+def _twin_lines(sources: Sources, costs: pd.DataFrame, conditions: list[str]) -> list[str]:
+    """The steps that move cost by more than the limit, each beside its twin matched in cost, if the study has one."""
+    contrasts = _twin_contrasts(sources)
+    models = sources.setup_table(MODELS)
+    twins = cost_twins(costs, [] if contrasts is None else list(dict.fromkeys(contrasts["comparison"])), models)
+    if twins.empty:
+        return []
+    shown = twins.assign(twin=twins["twin"].replace("", "none"))
+    lines = [f"Steps that move parameters or FLOPs by more than {COST_LIMIT_PCT:g}%, each beside its twin: another "
+             "model against the same rung, matched in what the step moved (the parameters file's header says how):", "",
+             markdown_table(shown.rename(columns={c: c.replace("_pct", " %").replace("_", " ") for c in shown}), 1),
+             ""]
+    effects = _twin_effects(twins, contrasts, conditions)
+    if len(effects):
+        lines += ["Each twin's contrast (exploratory: the controls stage's, each seed's mean over the fractions on "
+                  "its probe images, Holm-adjusted across the controls' comparisons of one condition), beside the "
+                  "plan's verdict on the step above:", "", markdown_table(effects), ""]
     return lines
 
 

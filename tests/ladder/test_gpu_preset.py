@@ -62,8 +62,10 @@ def test_the_smoke_sized_gpu_ladder_runs_to_its_report(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     steps = pd.read_csv(project / "reports" / "tables" / "ladder" / "steps.csv")
     assert set(steps["seeds"]) == {3} and steps["step"].nunique() == 12  # 10 rung steps and 2 side pairs
-    assert len(pd.read_csv(project / "reports" / "tables" / "budget_check" / "budget_check.csv")) == 13
+    # the 13 models and the hierarchy's twin matched in FLOPs
+    assert len(pd.read_csv(project / "reports" / "tables" / "budget_check" / "budget_check.csv")) == 14
     report = (project / "reports" / "report.md").read_text()
+    assert "| resnet_adamw - lad_stem | 5.0 | -33.4 | resnet_adamw_w28 - lad_stem |" in report  # the twin, beside
     assert "## The ladder: from the ViT to the ResNet, one change at a time" in report
     assert "Which steps of the ladder move clean accuracy" in report
     assert "up to date" in dvc("status", cwd=project).stdout

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from study import controls as C
 from study import ladder as L
 from study import plan as P
 from study.ladder.report import ROWS, SECTION, judged_steps
@@ -23,7 +24,8 @@ JUDGED = {("lad_nopos - lad_avg", CLEAN): (1.0, "inconclusive", ""),
           ("lad_mean - lad_nopos", SHUFFLE): (0.5, "no detectable difference", "unseparated")}
 
 
-def _sources(tmp_path) -> Sources:
+def _sources(tmp_path, twin: bool = False) -> Sources:
+    """The stage tables; with ``twin``, the controls stage's contrast of lad_mean's twin matched in parameters."""
     tables, setup = tmp_path / "tables", tmp_path / "setup"
     for folder in (tables / L.FOLDER, tables / P.FOLDER, setup):
         folder.mkdir(parents=True)
@@ -54,9 +56,15 @@ def _sources(tmp_path) -> Sources:
     pd.DataFrame(tests).to_csv(tables / P.FOLDER / f"{P.TESTS}.csv", index=False)
     pd.DataFrame(claims)[["claim", "text", "comparison", "condition"]].to_csv(tables / P.FOLDER / f"{P.DECLARED}.csv",
                                                                              index=False)
-    pd.DataFrame({"model": ["lad_avg", "lad_nopos", "lad_mean"], "arch": ["ladder"] * 3,
-                  "params": [138890, 135754, 69194], "train_GFLOPs_full": [10.0, 10.0, 4.0],
-                  "throughput_img_s": [1.0, 1.0, 1.0]}).to_csv(setup / f"{MODELS}.csv", index=False)
+    pd.DataFrame({"model": ["lad_avg", "lad_nopos", "lad_mean", "lad_mean_wide"], "arch": ["ladder"] * 4,
+                  "params": [138890, 135754, 69194, 135242], "train_GFLOPs_full": [10.0, 10.0, 4.0, 8.4],
+                  "throughput_img_s": [1.0] * 4}).to_csv(setup / f"{MODELS}.csv", index=False)
+    if twin:
+        (tables / C.FOLDER).mkdir()
+        pd.DataFrame([{"comparison": comparison, "condition": condition, "images": 300, "mean": mean,
+                       "mean_adj_low": mean - 3, "mean_adj_high": mean + 3}
+                      for comparison, mean in (("vit - resnet", -11.0), ("lad_mean_wide - lad_nopos", -4.5))
+                      for condition in (CLEAN, SHUFFLE)]).to_csv(tables / C.FOLDER / f"{C.POOLED}.csv", index=False)
     return Sources(tables, setup, tmp_path / "figures", tmp_path, {})
 
 
@@ -114,5 +122,20 @@ def test_the_section_has_the_judged_steps_the_per_fraction_steps_and_the_costs(t
     text = "\n".join(SECTION.lines(_sources(tmp_path)))
     assert text.startswith("## The ladder: from the ViT to the ResNet, one change at a time")
     assert "| lad_mean - lad_nopos | clean | token_mixer: - -> mean | -8.0 (-10.0 to -6.0) | supported | 60 | 9 |" in text
-    assert "| lad_mean | ladder | 69194 | 4.0 | -49.0 | -60.0 |" in text  # half the parameters of the rung above
+    assert "| lad_mean - lad_nopos | rung | 69194 | 4.0 | -49.0 | -60.0 |" in text  # half the parameters below
+    # the step moves its cost by more than the limit and the study has no twin for it: said, not hidden
+    assert "| lad_mean - lad_nopos | -49.0 | -60.0 | none |" in text
     assert "Each step per fraction" in text and "| lad_mean - lad_nopos | 7x7 shuffle | 1140 | 5 | +1.0 (-1.0 to +3.0) | 0 |" in text
+
+
+def test_a_step_that_moves_its_cost_is_read_beside_its_twin(tmp_path):
+    """The step that halves the parameters is shown beside the controls' contrast of its twin matched in cost (the
+    same rung below), in the section and in the attention row's control; a step within the limit has no twin row."""
+    sources = _sources(tmp_path, twin=True)
+    text = "\n".join(SECTION.lines(sources))
+    assert "| lad_mean - lad_nopos | -49.0 | -60.0 | lad_mean_wide - lad_nopos | -0.4 | -16.0 |" in text
+    assert "| lad_mean - lad_nopos | lad_mean_wide - lad_nopos | clean | 300 | -4.5 (-7.5 to -1.5) |" in text
+    assert "| lad_nopos - lad_avg | -2.3 |" not in text  # within 25%: no twin needed
+    row = next(r for r in ROWS.rows(sources) if r["claim"].startswith("Learned attention") and CLEAN in r["claim"])
+    assert row["control"].endswith("its twin matched in cost, lad_mean_wide - lad_nopos (exploratory): "
+                                   "-4.5 (-7.5 to -1.5)")

@@ -126,3 +126,38 @@ def test_without_a_ladder_the_stage_writes_an_empty_table(tmp_path):
 
     line = run(load_params(ROOT / "params.yaml"), tmp_path / "none", tmp_path / "figures", tmp_path / "tables")
     assert "none declared" in line and pd.read_csv(tmp_path / "tables" / "steps.csv").empty
+
+
+def test_every_step_that_moves_its_cost_has_a_twin_matched_in_what_it_moved():
+    """The preset's rule (its header): a step moving parameters or forward FLOPs by more than 25% of the rung below
+    has a twin (an analysis.controls pair against the same rung) within 25% in what the step moved, measured here from
+    the built models; steps into a twin restore the cost on purpose. The one exception is the header's: the MLP,
+    whose FLOPs are twice its parameters, is matched on parameters."""
+    from study.core.config import parse_params
+    from study.ladder.report import COST_LIMIT_PCT
+    from study.models import build_model
+    from study.models.cost import count_parameters, forward_flops
+    from study.presets import preset_params
+    from tests.conftest import ROOT
+
+    params = parse_params(preset_params(ROOT, "ladder"), "configs/ladder.yaml")
+    ladder, twins = params.analysis.plan.ladder, [tuple(p) for p in params.analysis.controls.pairs]
+
+    def cost(name: str) -> tuple[float, float]:
+        model = build_model(params.models[name].arch, 10, 28, 1, **params.models[name].arch_args)
+        return count_parameters(model), forward_flops(model, 28, 1)
+
+    costs = {name: cost(name) for name in dict.fromkeys([m for pair in [*ladder.pairs(), *twins] for m in pair])}
+
+    def moved(arm: str, against: str) -> list[int]:
+        return [i for i in (0, 1) if abs(100 * (costs[arm][i] / costs[against][i] - 1)) > COST_LIMIT_PCT]
+
+    checked = []
+    for arm, against in ladder.pairs():
+        if not moved(arm, against) or arm in {t for t, _ in twins} or (arm, against) == ("mlp", "vit"):
+            continue
+        matched = [t for t, rung in twins if rung == against and not set(moved(t, against)) & set(moved(arm, against))]
+        assert matched, f"{arm} - {against} moves its cost by more than {COST_LIMIT_PCT:g}% and has no twin"
+        checked.append((arm, against))
+    assert checked == [("lad_mean", "lad_nopos"), ("resnet_adamw", "lad_stem")]
+    assert moved("mlp", "vit") == [1]  # the exception moves FLOPs only, not parameters
