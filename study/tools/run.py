@@ -25,9 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpus-per-run", type=int, help="CPUs, and torch threads, per training run for this run "
                         "only (default: engine.cpus_per_run, else train.threads); another thread count changes CPU "
                         "results")
+    parser.add_argument("--warm", action="store_true", help="run each stage's `study` command in a fork of a "
+                        "long-lived worker that has imported torch once, instead of a new process (same outputs, "
+                        "seconds less per stage: docs/performance.md)")
 
 
 def main(args: argparse.Namespace) -> str:
     params = configured(args.params)
     return run_study(params, args.targets, address=args.address, cpus=args.cpus, cpus_per_run=args.cpus_per_run,
-                     gpus=args.gpus, jobs=args.jobs)
+                     gpus=args.gpus, jobs=args.jobs, warm=args.warm)

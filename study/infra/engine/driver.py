@@ -37,11 +37,13 @@ LOG_DIR = Path(".dvc", "tmp", "study-run")
 
 
 def run_study(params: Params, targets: list[str], address: str | None = None, cpus: int | None = None,
-              cpus_per_run: int | None = None, gpus: int | None = None, jobs: int | None = None) -> str:
+              cpus_per_run: int | None = None, gpus: int | None = None, jobs: int | None = None,
+              warm: bool = False) -> str:
     """Bring the pipeline (or ``targets`` and their upstream stages) up to date; return a one-line summary.
 
     ``cpus_per_run`` replaces ``engine.cpus_per_run`` for this run (``--cpus-per-run``); ``jobs`` runs the stages
-    in a local pool of that many instead of on Ray; ``cpus`` and ``gpus`` size the local Ray instance or pool.
+    in a local pool of that many instead of on Ray; ``cpus`` and ``gpus`` size the local Ray instance or pool;
+    ``warm`` runs each ``study`` command in a fork of a warm worker (:mod:`~study.infra.engine.warm`).
     """
     tic = time.monotonic()
     executor = choose(address, jobs, cpus, gpus, cpus_per_run)
@@ -52,7 +54,7 @@ def run_study(params: Params, targets: list[str], address: str | None = None, cp
         if not plan.stages:
             return "run: every stage is up to date; nothing to run"
         with executor, pipeline.scm_context(), Interrupts() as interrupts:
-            driver = _Driver(params, pipeline, plan, executor, interrupts)
+            driver = _Driver(params, pipeline, plan, executor, interrupts, warm)
             driver.run()
         # Failures are raised only now, after DVC's git bookkeeping, so the stages that did finish keep their
         # .gitignore entries and (with core.autostage) are staged; `dvc repro` takes them back on any error.
@@ -65,8 +67,9 @@ class _Driver:
     """One engine run: the schedule, the tasks in flight, and what failed."""
 
     def __init__(self, params: Params, pipeline: Pipeline, plan: Plan, executor: Executor,
-                 interrupts: Interrupts) -> None:
+                 interrupts: Interrupts, warm: bool = False) -> None:
         self.params, self.pipeline, self.executor, self.interrupts = params, pipeline, executor, interrupts
+        self.warm = warm
         self.stages = {stage.addressing: stage for stage in plan.stages}
         self.schedule = Schedule(list(self.stages), plan.upstream)
         self.node_cpus = executor.node_cpus()
@@ -74,6 +77,7 @@ class _Driver:
         self.in_flight: dict[str, tuple] = {}  # stage handed to the executor -> (its handle, Job)
         self.failures: dict[str, str] = {}  # stage -> its error line
         self.ran = 0
+        self.ran_warm = 0  # of those, the stages a warm worker ran
 
     def run(self) -> None:
         self.progress = Progress(self.schedule, self.executor.where, started=lambda: len(self._started()))
@@ -99,8 +103,9 @@ class _Driver:
                 f"{s.count(DONE)} done and recorded in dvc.lock; fix the failure(s) and rerun `study run` "
                 f"(logs: {LOG_DIR}/)"
             )
+        warm = f"; {self.ran_warm} ran in warm workers" if self.warm else ""
         return (f"run: {self.ran} stage(s) ran and {s.count(DONE) - self.ran} were up to date, in {seconds:.0f} s "
-                f"on {self.executor.where}; dvc.lock records them")
+                f"on {self.executor.where}; dvc.lock records them{warm}")
 
     def _start_ready(self) -> None:
         """Start every stage whose upstream stages are done (DVC may find some up to date at once)."""
@@ -145,7 +150,7 @@ class _Driver:
         if self.executor.side_by_side and not os.environ.get("OMP_WAIT_POLICY"):
             env["OMP_WAIT_POLICY"] = "PASSIVE"
         log = Path(self.pipeline.root, LOG_DIR, re.sub(r"[^\w@.,=+-]", "_", stage.addressing))
-        return Job(stage=stage.addressing, commands=commands, cwd=stage.wdir, log=str(log), env=env)
+        return Job(stage=stage.addressing, commands=commands, cwd=stage.wdir, log=str(log), env=env, warm=self.warm)
 
     def _reservation(self, stage):
         training = is_training(self.pipeline.commands(stage)[0])
@@ -176,6 +181,7 @@ class _Driver:
                 continue
             self.schedule.finish(name)
             self.ran += 1
+            self.ran_warm += outcome.warm
             self.progress.finished(outcome)
 
     def _fail(self, name: str, error: str) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from study.core.errors import StudyError
 from study.infra.engine.resources import Reservation
-from study.infra.engine.tasks import Job, Outcome, run_job
+from study.infra.engine.tasks import Job, Outcome, close_warm_workers, run_job
 
 # Shares such as 0.1 do not add up to exactly 1.0 in floating point.
 _SHARE_SLACK = 1e-9
@@ -59,7 +59,7 @@ class LocalPool:
     def __exit__(self, *exc) -> None:
         # Commands still running here were given up on by a cancel that timed out: their threads are daemons, and
         # the watchers kill the commands once this process is gone.
-        pass
+        close_warm_workers()
 
     @property
     def where(self) -> str:

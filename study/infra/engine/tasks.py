@@ -9,6 +9,10 @@ whole command can be stopped, even when the worker itself dies (``_WATCHER``), a
 log files from which the driver takes the stage's summary (last line of stdout) and its ``error:`` line.
 The worker never touches DVC's records: the driver commits a stage only after this function returned
 success, so an interrupted stage is never recorded.
+
+With ``Job.warm``, a command that is one plain ``study ...`` line runs in a fork of a warm worker instead
+(:mod:`~study.infra.engine.warm`: the same ``study`` entry point without a new Python and torch to start), with the
+same process group, watcher, logs and exit status; other commands run through the shell either way.
 """
 
 from __future__ import annotations
@@ -23,11 +27,15 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from study.infra.engine.warm import Zygotes, runs_this_study, study_argv
+
 # Seconds a stopped command gets to exit after SIGTERM before SIGKILL (`study train` dies at once; its
 # resume state is written atomically, so nothing is half written either way).
 _GRACE_SECONDS = 10.0
 _POLL_SECONDS = 0.5
 _ALL_CLEAR = b"."  # what the worker tells its watcher once the command exited by itself
+# This process's idle warm workers (a Ray worker keeps its own between tasks; they end when it does).
+_ZYGOTES = Zygotes()
 
 # The watcher of one command, run by the worker's Python before the command starts. It detaches (a fork
 # whose parent exits at once) so that it is not a child of the worker: nothing that kills the worker's children
@@ -61,6 +69,7 @@ class Job:
     cwd: str  # the stage's working directory: on a cluster, a path every node shares
     log: str  # path prefix of the stage's logs: <log>.out and <log>.err
     env: dict[str, str] = field(default_factory=dict)  # added to the worker's environment
+    warm: bool = False  # run a plain `study ...` command in a fork of a warm worker (module docstring)
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,7 @@ class Outcome:
     summary: str  # the last line the command printed on stdout
     error: str  # on failure: the command's `error: ...` line, else its last line on stderr
     node: str  # the host that ran it
+    warm: bool = False  # a warm worker ran its commands (Job.warm)
 
 
 def run_job(job: Job, stop: threading.Event | None = None) -> Outcome:
@@ -108,16 +118,21 @@ def _run_commands(job: Job, stop: threading.Event | None) -> Outcome:
                                          "the project must be on a file system every node mounts at the same path")
     out, err = Path(f"{job.log}.out"), Path(f"{job.log}.err")
     out.parent.mkdir(parents=True, exist_ok=True)
-    returncode = 0
+    returncode, warm = 0, False
     with out.open("w") as stdout, err.open("w") as stderr:
         for command in job.commands:
-            returncode = _run(command, job, stdout, stderr, stop)
+            returncode, in_warm = _run(command, job, stdout, stderr, stop)
+            warm = warm or in_warm
             if returncode != 0:
                 break
-    return _outcome(job, returncode, tic, summary=_last_line(out), error=_error_line(err, returncode))
+    return _outcome(job, returncode, tic, summary=_last_line(out), error=_error_line(err, returncode), warm=warm)
 
 
-def _run(command: str, job: Job, stdout, stderr, stop: threading.Event | None) -> int:
+def _run(command: str, job: Job, stdout, stderr, stop: threading.Event | None) -> tuple[int, bool]:
+    """The command's exit status, and whether a warm worker ran it."""
+    argv = study_argv(command) if job.warm else None
+    if argv is not None and (returncode := _run_warm(argv, job, stop)) is not None:
+        return returncode, True
     with _watcher() as watcher:  # started first: no command ever runs unwatched
         process = subprocess.Popen(
             shell_command(command), cwd=job.cwd, env={**os.environ, **job.env}, stdout=stdout, stderr=stderr,
@@ -131,7 +146,38 @@ def _run(command: str, job: Job, stdout, stderr, stop: threading.Event | None) -
         # command exited by itself; otherwise it kills whatever is left of the group.
         if returncode >= 0:
             watcher.release()
-        return returncode
+        return returncode, False
+
+
+def _run_warm(argv: list[str], job: Job, stop: threading.Event | None) -> int | None:
+    """``study *argv`` in a fork of a warm worker, watched and stopped as a command of its own is (:func:`_run`);
+    ``None`` where the ``study`` on the stage's PATH is another environment's, or no warm worker could start it:
+    the command then runs on its own (where an error shows as it would without warm workers)."""
+    env = {**os.environ, **job.env}
+    if not runs_this_study(env):
+        return None
+    zygote = _ZYGOTES.borrow(env)
+    try:
+        with _watcher() as watcher:
+            try:
+                zygote.start(argv, job.cwd, job.env, f"{job.log}.out", f"{job.log}.err")
+            except OSError:
+                zygote.close()
+                return None
+            watcher.watch(zygote.pid)  # the child's process group: it started a session of its own
+            returncode = _wait(zygote, stop)
+            if returncode >= 0:
+                watcher.release()
+    except BaseException:  # cancelled, or the worker died before its child started: no stage keeps it
+        zygote.close()
+        raise
+    _ZYGOTES.give_back(zygote, env)
+    return returncode
+
+
+def close_warm_workers() -> None:
+    """End this process's idle warm workers (the local pool, at the end of a run)."""
+    _ZYGOTES.close()
 
 
 def _wait(process: subprocess.Popen, stop: threading.Event | None) -> int:
@@ -221,9 +267,9 @@ def _stop(process: subprocess.Popen) -> None:
             continue
 
 
-def _outcome(job: Job, returncode: int, tic: float, summary: str = "", error: str = "") -> Outcome:
+def _outcome(job: Job, returncode: int, tic: float, summary: str = "", error: str = "", warm: bool = False) -> Outcome:
     return Outcome(stage=job.stage, returncode=returncode, seconds=time.monotonic() - tic, summary=summary,
-                   error=error, node=os.uname().nodename)
+                   error=error, node=os.uname().nodename, warm=warm)
 
 
 def _last_line(path: Path) -> str:
