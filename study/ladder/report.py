@@ -115,9 +115,8 @@ def _rows(sources: Sources) -> list[dict]:
         control = ("same embedding width, depth and recipe, no position embedding in either; the mean has no mixing "
                    "weights (parameters: the costs table)")
         against = r["step"].split(" - ")[1]
-        twins = pd.DataFrame({"step": [r["step"]], "twin": [""]}) if contrasts is None else pd.DataFrame(
-            {"step": r["step"], "twin": [c for c in dict.fromkeys(contrasts["comparison"])
-                                         if c.endswith(f" - {against}") and c != r["step"]]})
+        comparisons = [] if contrasts is None else list(dict.fromkeys(contrasts["comparison"]))
+        twins = pd.DataFrame({"step": r["step"], "twin": twins_of(r["step"], against, comparisons)})
         for _, t in _twin_effects(twins, contrasts, [r["condition"]]).iterrows():
             control += f"; its twin matched in cost, {t['twin']} (exploratory): {t['twin effect']}"
         rows.append({"claim": f"Learned attention differs from a fixed global mean of the tokens, trained as such "
@@ -163,6 +162,11 @@ def step_costs(steps: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([out, _cost_change(pairs["arm"], pairs["against"], cost)], axis=1)
 
 
+def twins_of(step: str, against: str, comparisons: list[str]) -> list[str]:
+    """The ``comparisons`` of another model than ``step``'s arm against the same model ``against``."""
+    return [c for c in comparisons if c.endswith(f" - {against}") and c != step]
+
+
 def cost_twins(costs: pd.DataFrame, comparisons: list[str], models: pd.DataFrame) -> pd.DataFrame:
     """The steps that move parameters or FLOPs by more than :data:`COST_LIMIT_PCT`, each beside its twins: the
     ``comparisons`` (``"twin - against"``, the controls' pairs) of another model against the same model, with the
@@ -173,7 +177,7 @@ def cost_twins(costs: pd.DataFrame, comparisons: list[str], models: pd.DataFrame
     moved = moved[~moved["arm"].isin(twin_arms)]  # a step into a twin changes the cost on purpose: it restores it
     rows = []
     for _, step in moved.iterrows():
-        twins = [c for c in comparisons if c.endswith(f" - {step['against']}") and c != step["step"]]
+        twins = twins_of(step["step"], step["against"], comparisons)
         rows += [{"step": step["step"], "params_change_pct": step["params_change_pct"],
                   "GFLOPs_change_pct": step["GFLOPs_change_pct"], "twin": twin} for twin in twins or [""]]
     out = pd.DataFrame(rows, columns=["step", "params_change_pct", "GFLOPs_change_pct", "twin"])
