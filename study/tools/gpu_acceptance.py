@@ -21,7 +21,7 @@ from study.infra.bench import acceptance as acc
 from study.infra.bench.device_runs import compare, paired_runs, runs_from_log, runs_from_metrics
 from study.infra.bench.from_params import bench_models, bench_shape
 from study.infra.bench.profile import profile_models
-from study.infra.bench.scratch_repro import scratch_copy, timed_repro
+from study.infra.bench.scratch_repro import archive_outputs, scratch_copy, timed_repro
 from study.infra.bench.startup import time_startup
 from study.core.config import parse_params
 from study.core.errors import StudyError
@@ -45,6 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "group of models (repeatable; default both)")
     p.add_argument("--jobs", type=int, help="run the studies with `study run --jobs N` (a local pool of N stages at "
                    "once) instead of `dvc repro`")
+    p.add_argument("--warm", action="store_true", help="with --jobs: `study run --warm` (each stage in a fork of a "
+                   "warm worker that imported torch once)")
+    p.add_argument("--preset", default="whole_range_gpu", help="the gpu-preset step's preset, a configs/ name "
+                   "(default whole_range_gpu: the default study over 0.25-100%% of the data, sized for one call)")
     p.add_argument("--gpus-per-run", type=float, help="with --jobs: engine.gpus_per_run of the studies' scratch "
                    "copies (the share of the GPU each stage takes; 0.125 runs eight at once)")
     p.add_argument("--dataset-files", type=Path, help="Fashion-MNIST's IDX files, copied into the scratch copy's "
@@ -119,7 +123,9 @@ def main(args: argparse.Namespace) -> str:
             acc.merge_csv(out / "kernels.csv", kernels, step)
             done.append(f"{step}: {len(summary)} models")
             continue
-        name = "smoke" if args.smoke else (None if step == "default-study" else "fashionmnist_gpu")
+        name = "smoke" if args.smoke else (None if step == "default-study" else args.preset)
+        if name and name not in presets:
+            presets[name] = parse_params(preset_params(root, name), source=f"configs/{name}.yaml")
         study = presets[name] if name else params
         label, text = (f"{name}.yaml", preset_text(root, name)) if name else (args.params.name, args.params.read_text())
         targets = ([f"train@{study.baselines[0]}-{study.fractions[0]}-{study.seeds[0]}"]
@@ -132,8 +138,10 @@ def main(args: argparse.Namespace) -> str:
             text += f"\nengine: {{gpus_per_run: {args.gpus_per_run}}}  # study gpu-acceptance --gpus-per-run\n"
         with tempfile.TemporaryDirectory(prefix="study-acceptance-") as scratch:
             project = scratch_copy(root, Path(scratch) / "project", text, files, study.data.root)
-            rows, summary = timed_repro(project, targets, limit, out / f"dvc-{step}.log", jobs=args.jobs)
+            rows, summary = timed_repro(project, targets, limit, out / f"dvc-{step}.log", jobs=args.jobs,
+                                        warm=args.warm)
             acc.merge_csv(out / "device-runs.csv", runs_from_metrics(project), step)
+            archive_outputs(project, out / f"{step}-outputs.tar.gz")
         acc.merge_csv(out / "stages.csv", pd.DataFrame(rows, columns=["stage", "seconds", "status"]), step)
         acc.merge_csv(out / "studies.csv", pd.DataFrame([{**summary, "params": label}]), step)
         done.append(f"{step}: {summary['stages_done']} stage(s) in {summary['seconds']:.0f} s"

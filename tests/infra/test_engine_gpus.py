@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from study.core.config import EngineParams
+from study.core.config import EngineParams, parse_params
 from study.infra.engine.cluster import Cluster
-from study.infra.engine.resources import Reservation, reservation
+from study.infra.engine.resources import Reservation, concurrency_warning, reservation
 from study.infra.engine.tasks import Job
+from study.presets import preset_params
+from tests.conftest import ROOT
 
 SECONDS = 2.0  # each stage's length: long enough that stages which may overlap do
 # A stage: note CUDA_VISIBLE_DEVICES and when it started and ended (time.time, comparable across processes).
@@ -111,3 +113,23 @@ def test_gpus_with_an_address_or_below_zero_is_one_line(capsys):
         assert main(["run", "--params", params, *args]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+
+
+def test_a_pool_warns_where_cpu_reservations_hold_it_below_its_jobs():
+    """train.threads 0 reserves every core: a pool of 8 on 16 cores then trains one stage at a time (the first
+    whole-range run on an H200 did, 2026-11-28), and `study run` says so."""
+    every_core = reservation(training=True, engine=EngineParams(gpus_per_run=0.125), train_threads=0, node_cpus=16,
+                             gpus_available=True)
+    warning = concurrency_warning(8, 16, every_core)
+    assert warning is not None and "at most 1 of the 8 jobs" in warning and "train.threads" in warning
+    two = reservation(training=True, engine=EngineParams(), train_threads=2, node_cpus=16, gpus_available=True)
+    assert concurrency_warning(8, 16, two) is None
+
+
+@pytest.mark.parametrize("name", ["whole_range_gpu", "ladder_gpu"])
+def test_the_gpu_presets_train_eight_stages_at_once_on_sixteen_cores(name):
+    """The device machine has 16 cores; the presets' commands use --jobs 8 with a GPU share of 1/8 each."""
+    params = parse_params(preset_params(ROOT, name), source=f"configs/{name}.yaml")
+    training = reservation(training=True, engine=EngineParams(gpus_per_run=0.125), train_threads=params.train.threads,
+                           node_cpus=16, gpus_available=True)
+    assert concurrency_warning(8, 16, training) is None

@@ -8,13 +8,15 @@ the tables it wrote; and the verdict rules on made-up GPU rows.
 from __future__ import annotations
 
 import hashlib
-import shutil
 import math
+import shutil
+import tarfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from types import SimpleNamespace
 
@@ -52,13 +54,16 @@ def test_every_step_writes_its_tables(smoke_run):
     assert {p.name for p in out.iterdir()} == {"acceptance.md", "bench.csv", "variants.csv", "startup.csv",
                                                "profile.csv", "kernels.csv", "stages.csv", "studies.csv",
                                                "device-runs.csv", "device.json", "dvc-default-study.log",
-                                               "dvc-gpu-preset.log"}
+                                               "dvc-gpu-preset.log", "default-study-outputs.tar.gz",
+                                               "gpu-preset-outputs.tar.gz"}
     # The device tool brings back at most 8 files from $OUT, and each step is one device call (all of them would
     # not fit its 10 minutes): every step's own files fit.
     per_step = {"bench": {"bench.csv"}, "bench-presets": {"bench.csv"}, "steps": {"variants.csv"},
                 "startup": {"startup.csv"}, "profile": {"profile.csv", "kernels.csv"},
-                "default-study": {"stages.csv", "studies.csv", "device-runs.csv", "dvc-default-study.log"},
-                "gpu-preset": {"stages.csv", "studies.csv", "device-runs.csv", "dvc-gpu-preset.log"}}
+                "default-study": {"stages.csv", "studies.csv", "device-runs.csv", "dvc-default-study.log",
+                                  "default-study-outputs.tar.gz"},
+                "gpu-preset": {"stages.csv", "studies.csv", "device-runs.csv", "dvc-gpu-preset.log",
+                               "gpu-preset-outputs.tar.gz"}}
     assert set(per_step) == set(acc.STEPS)
     assert all(len(files | {"acceptance.md", "device.json"}) <= 8 for files in per_step.values())
 
@@ -108,6 +113,11 @@ def test_dvc_repro_is_timed_per_stage_and_stopped_at_its_limit(smoke_run):
     assert stages[stages["step"] == "gpu-preset"]["status"].iloc[-1] == "stopped at the time limit"
     assert by_step.loc["default-study", "seconds"] >= default["seconds"].sum() - 1e-6
     assert "Running stage 'train@resnet-0.5-0'" in (out / "dvc-default-study.log").read_text()
+    # The scratch copy is deleted; what the study wrote comes back in one archive (no weights).
+    with tarfile.open(out / "default-study-outputs.tar.gz") as tar:
+        names = tar.getnames()
+    assert {"params.yaml", "dvc.lock"} <= set(names)
+    assert "runs/resnet/f0.5_s0/metrics.json" in names and not any(n.endswith(".pt") for n in names)
 
 
 def test_the_profile_times_each_headline_model_and_sees_no_kernels_on_a_cpu(smoke_run):
@@ -330,3 +340,27 @@ def test_study_run_lines_give_each_stage_its_time_and_failures():
     assert [(r["stage"], r["status"]) for r in finished] == [
         ("prepare", "done"), ("train@vit-0.5-0", "failed"), ("train@resnet-0.5-0", "done")]
     assert finished[0]["seconds"] == 12.0 and math.isnan(finished[1]["seconds"])
+
+
+def test_the_whole_range_tables_are_what_its_archived_runs_give(tmp_path):
+    """docs/gpu/h200-2026-11-28: the H200's whole-range run was stopped at its limit; the curves and budget-check
+    tables beside it are the study's own stages run on the metrics it archived (without DeiT's one run at 20%,
+    a cell of one seed; the budget check without the DeiT, whose 20% runs did not finish)."""
+    folder = ROOT / "docs" / "gpu" / "h200-2026-11-28"
+    with tarfile.open(folder / "gpu-preset-outputs.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    shutil.rmtree(tmp_path / "runs" / "deit" / "f0.2_s0")
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    assert params["fractions"] == [0.0025, 0.01, 0.04, 0.2, 1.0] and len(params["seeds"]) == 8
+    no_student = tmp_path / "no_student.yaml"
+    no_student.write_text(yaml.safe_dump({**params, "distill": []}))
+    runs, runs_2x = str(tmp_path / "runs"), str(tmp_path / "runs_2x")
+    assert main(["curves", "--params", str(tmp_path / "params.yaml"), "--runs", runs, "--figures",
+                 str(tmp_path / "figures"), "--tables", str(tmp_path / "curves")]) == 0
+    assert main(["budget-check", "--params", str(no_student), "--runs", runs, "--runs-2x", runs_2x, "--figures",
+                 str(tmp_path / "figures"), "--tables", str(tmp_path / "budget_check")]) == 0
+    for table in ("curves/gaps.csv", "curves/gap_trends.csv", "curves/data_efficiency.csv",
+                  "budget_check/budget_check.csv", "budget_check/runs.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / table), pd.read_csv(folder / table))
+    gaps = pd.read_csv(folder / "curves" / "gaps.csv").set_index(["comparison", "train_images"])
+    assert gaps.loc[("vit - resnet", 57000), "adj_ci_high"] < 0  # the ResNet still leads at all 57,000 images

@@ -144,6 +144,19 @@ def test_only_a_plain_study_command_of_this_environment_runs_warm():
     assert not runs_this_study({"PATH": "/nonexistent"})
 
 
+def test_a_study_script_that_execs_this_interpreter_runs_warm(tmp_path):
+    """A device machine's `study` (scripts/device-install) is a shell script in a folder of its own that execs
+    this interpreter; one that execs another Python does not run warm."""
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "other").mkdir()
+    for folder, python in (("ours", sys.executable), ("other", "/nonexistent/python3")):
+        script = tmp_path / folder / "study"
+        script.write_text(f'#!/bin/sh\nexec "{python}" -m study "$@"\n')
+        script.chmod(0o755)
+    assert runs_this_study({"PATH": str(tmp_path / "ours")})
+    assert not runs_this_study({"PATH": str(tmp_path / "other")})
+
+
 def test_a_job_runs_warm_as_it_runs_on_its_own(tmp_path):
     """The same `study` command through the engine's task, on its own and warm: same status, summary and error."""
     path = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"

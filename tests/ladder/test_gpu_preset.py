@@ -47,7 +47,7 @@ def test_the_smoke_sized_gpu_ladder_is_valid_and_keeps_the_presets_design():
     assert params.models == gpu.models and params.baselines == gpu.baselines  # the rungs and recipes as written
     assert params.analysis.plan.ladder.rungs == gpu.analysis.plan.ladder.rungs
     assert len(params.analysis.plan.claims) == len(gpu.analysis.plan.claims) == 24
-    assert gpu.fractions == (0.0025, 0.01, 0.04, 0.2, 1.0) and len(gpu.seeds) == 8 and gpu.train.threads == 0
+    assert gpu.fractions == (0.0025, 0.01, 0.04, 0.2, 1.0) and len(gpu.seeds) == 8 and gpu.train.threads == 2
 
 
 @pytest.mark.slow

@@ -10,11 +10,12 @@ order), each sized for one 10-minute device call (first run on an H200 on 2026-1
 * ``profile`` — the headline models' study step under ``torch.profiler`` (:mod:`study.infra.bench.profile`): the GPU's
   busy time against the step's wall time, and the kernel kinds that take it, so that a missed MFU target has a
   reason.
-* ``default-study`` and ``gpu-preset`` — ``dvc repro`` of the default study (the ``--params`` file) and of
-  ``configs/fashionmnist_gpu.yaml`` in a scratch copy of the project (:mod:`study.infra.bench.scratch_repro`), so
-  that the checkout's params.yaml and dvc.lock are never touched, with each stage's wall time. A run that
-  reaches its time limit is stopped, and the table says so and how many stages it finished: the full GPU preset
-  (75 runs of up to 126,563 steps) cannot end inside one device call.
+* ``default-study`` and ``gpu-preset`` — ``dvc repro`` (or ``study run --jobs N [--warm]``) of the default study
+  (the ``--params`` file) and of a GPU preset (``--preset``, default ``configs/whole_range_gpu.yaml``) in a scratch
+  copy of the project (:mod:`study.infra.bench.scratch_repro`), so that the checkout's params.yaml and dvc.lock
+  are never touched, with each stage's wall time and an archive of what the copy wrote (reports, dvc.lock, every
+  run's metrics). A run that reaches its time limit is stopped, and the table says so and how many stages it
+  finished (``fashionmnist_gpu``'s 75 runs of up to 126,563 steps cannot end inside one device call).
 
 Every step adds its rows to ``bench.csv``, ``profile.csv`` (with ``kernels.csv``) or ``stages.csv`` in the output
 folder (replacing that step's rows from an earlier call) and renders ``acceptance.md`` from what the folder

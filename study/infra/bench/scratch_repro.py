@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from pathlib import Path
@@ -83,8 +84,8 @@ def _run_dvc(project: Path, *args: str) -> str:
 
 
 def timed_repro(project: Path, targets: list[str], time_limit: float | None, log: Path,
-                jobs: int | None = None) -> tuple[list[dict], dict]:
-    """``dvc repro [targets]`` in ``project``, or with ``jobs`` ``study run --jobs N [targets]``: one row per
+                jobs: int | None = None, warm: bool = False) -> tuple[list[dict], dict]:
+    """``dvc repro [targets]`` in ``project``, or with ``jobs`` ``study run --jobs N [--warm] [targets]``: one row per
     stage that started and a summary. Stopped after ``time_limit`` seconds. A stage's wall time is, under
     ``dvc repro``, from its "Running stage" line to the next one or the end; under ``study run``, where stages
     overlap, the one its finished line gives (whole seconds)."""
@@ -92,7 +93,7 @@ def timed_repro(project: Path, targets: list[str], time_limit: float | None, log
     starts: list[tuple[str, float]] = []
     finished: list[dict] = []
     command = ([_command("dvc"), "repro", *targets] if jobs is None
-               else [_command("study"), "run", "--jobs", str(jobs), *targets])
+               else [_command("study"), "run", "--jobs", str(jobs), *(["--warm"] if warm else []), *targets])
     tic = time.monotonic()
     with log.open("w") as out:
         process = subprocess.Popen(command, cwd=project, env=_dvc_env(project), stdout=subprocess.PIPE,
@@ -130,6 +131,17 @@ def timed_repro(project: Path, targets: list[str], time_limit: float | None, log
                "stages_started": len(starts), "stages_done": sum(r["status"] == "done" for r in rows),
                "stages_in_pipeline": planned, "targets": " ".join(targets) or "all"}
     return rows, summary
+
+
+def archive_outputs(project: Path, archive: Path) -> Path:
+    """What a scratch study leaves that is worth keeping once its copy is deleted, as one gzipped tar: its
+    params.yaml, dvc.lock, reports/ and every run's metrics.json (not the weights: a device call returns little)."""
+    runs = sorted(str(p.relative_to(project)) for p in project.glob("runs*/**/metrics.json"))
+    with tarfile.open(archive, "w:gz") as tar:
+        for name in ["params.yaml", "dvc.lock", "reports", *runs]:
+            if (project / name).exists():
+                tar.add(project / name, arcname=name)
+    return archive
 
 
 def _read_stages(stream, out, starts: list[tuple[str, float]], tic: float, finished: list[dict]) -> None:

@@ -22,7 +22,8 @@ from study.infra.engine.executor import Executor, choose
 from study.infra.engine.interrupts import Interrupts
 from study.infra.engine.pipeline import RECORDED, RUN, UP_TO_DATE, Pipeline, Plan
 from study.infra.engine.progress import Progress
-from study.infra.engine.resources import is_training, reservation, with_cpus_per_run
+from study.infra.engine.resources import (Reservation, concurrency_warning, is_training, reservation,
+                                         with_cpus_per_run)
 from study.infra.engine.schedule import DONE, SKIPPED, Schedule
 from study.infra.engine.tasks import Job
 from study.core.errors import StudyError
@@ -55,6 +56,8 @@ def run_study(params: Params, targets: list[str], address: str | None = None, cp
             return "run: every stage is up to date; nothing to run"
         with executor, pipeline.scm_context(), Interrupts() as interrupts:
             driver = _Driver(params, pipeline, plan, executor, interrupts, warm)
+            if jobs and (warning := concurrency_warning(jobs, driver.node_cpus, driver.training_reservation())):
+                print(warning, file=sys.stderr)
             driver.run()
         # Failures are raised only now, after DVC's git bookkeeping, so the stages that did finish keep their
         # .gitignore entries and (with core.autostage) are staged; `dvc repro` takes them back on any error.
@@ -151,6 +154,10 @@ class _Driver:
             env["OMP_WAIT_POLICY"] = "PASSIVE"
         log = Path(self.pipeline.root, LOG_DIR, re.sub(r"[^\w@.,=+-]", "_", stage.addressing))
         return Job(stage=stage.addressing, commands=commands, cwd=stage.wdir, log=str(log), env=env, warm=self.warm)
+
+    def training_reservation(self) -> Reservation:
+        """What one training stage reserves (engine.cpus_per_run, else train.threads)."""
+        return reservation(True, self.params.engine, self.params.train.threads, self.node_cpus, self.gpus)
 
     def _reservation(self, stage):
         training = is_training(self.pipeline.commands(stage)[0])

@@ -45,6 +45,17 @@ def reservation(training: bool, engine: EngineParams, train_threads: int, node_c
     return Reservation(cpus=min(own, node_cpus), gpus=gpus, threads=None)
 
 
+def concurrency_warning(jobs: int, node_cpus: int, training: Reservation) -> str | None:
+    """A line for the user where training stages' CPU reservations let fewer than ``jobs`` of them run at once
+    (``train.threads: 0`` reserves every core, so a pool of 8 runs one training at a time); else None."""
+    fit = max(1, node_cpus // max(1, training.cpus))
+    if fit >= jobs:
+        return None
+    return (f"warning: each training stage reserves {training.cpus} of {node_cpus} CPU(s), so at most {fit} of the "
+            f"{jobs} jobs train at once; train.threads (or --cpus-per-run) {max(1, node_cpus // jobs)} would run "
+            f"{jobs}, their results differing in the last bits")
+
+
 def with_cpus_per_run(params: Params, cpus_per_run: int | None) -> Params:
     """``params`` with ``engine.cpus_per_run`` replaced (``study run --cpus-per-run``); unchanged for None."""
     if cpus_per_run is None:

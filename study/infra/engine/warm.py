@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shlex
 import shutil
@@ -42,6 +43,9 @@ from contextlib import suppress
 # Variables read when a library is loaded or CUDA starts: a child cannot change them after the fork.
 _LOAD_TIME_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "CUDA_", "PYTORCH_")
 # What a stage imports beyond the standard library, in the order they import each other; a missing one is skipped.
+# A script's interpreter: its #! line, or a shell script's `exec "PYTHON" -m study`.
+_SHEBANG = re.compile(r"\A#!\s*(\S+)")
+_EXEC_MODULE = re.compile(r'^\s*exec\s+"?([^"\s]+)"?\s+-m\s+study\b', re.MULTILINE)
 _PRELOAD = ("numpy", "torch", "torchvision", "timm", "pandas", "scipy.stats", "matplotlib.figure", "seaborn")
 # What a child runs: the function the `study` console script calls.
 _CLI = "study.core.cli:main"
@@ -58,10 +62,22 @@ def study_argv(command: str) -> list[str] | None:
 
 
 def runs_this_study(env: dict[str, str]) -> bool:
-    """Whether ``study`` on ``env``'s PATH is this interpreter's own console script: only then does a fork of a
-    zygote (started with this interpreter) run what the command would."""
+    """Whether ``study`` on ``env``'s PATH runs this interpreter: its own console script, or a script whose
+    interpreter line or ``exec`` names it (a device machine's ``study``, scripts/device-install, is
+    ``exec python3 -m study``). Only then does a fork of a zygote (started with this interpreter) run what the
+    command would."""
     found = shutil.which("study", path=env.get("PATH"))
-    return found is not None and os.path.dirname(found) == os.path.dirname(sys.executable)
+    if found is None:
+        return False
+    if os.path.dirname(found) == os.path.dirname(sys.executable):
+        return True
+    try:
+        with open(found, "rb") as script:
+            head = script.read(1024).decode("utf-8", "replace")
+    except OSError:
+        return False
+    named = _SHEBANG.findall(head) + _EXEC_MODULE.findall(head)
+    return any(os.path.realpath(path) == os.path.realpath(sys.executable) for path in named)
 
 
 def load_time_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
