@@ -25,7 +25,8 @@ class Executor(Protocol):
 
     @property
     def side_by_side(self) -> bool:
-        """Whether two stage commands may run at the same time (their OpenMP threads then compete)."""
+        """Whether stage commands running at the same time may hold more threads than their node's cores (their
+        OpenMP threads then compete, and must wait passively)."""
 
     def __enter__(self) -> Executor: ...
 

@@ -68,7 +68,9 @@ class LocalPool:
 
     @property
     def side_by_side(self) -> bool:
-        return self.jobs > 1
+        """Only where ``--cpus`` lets the running stages hold more threads than this machine has cores: within
+        them no thread waits for a core, and passive waiting would only slow each stage."""
+        return self.jobs > 1 and self.cpus > len(os.sched_getaffinity(0))
 
     def node_cpus(self) -> int:
         return self.cpus

@@ -135,7 +135,7 @@ def _run(command: str, job: Job, stdout, stderr, stop: threading.Event | None) -
         return returncode, True
     with _watcher() as watcher:  # started first: no command ever runs unwatched
         process = subprocess.Popen(
-            shell_command(command), cwd=job.cwd, env={**os.environ, **job.env}, stdout=stdout, stderr=stderr,
+            shell_command(command), cwd=job.cwd, env=_environment(job), stdout=stdout, stderr=stderr,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
         watcher.watch(process.pid)  # the command's process group: start_new_session made it its own
@@ -149,11 +149,20 @@ def _run(command: str, job: Job, stdout, stderr, stop: threading.Event | None) -
         return returncode, False
 
 
+def _environment(job: Job) -> dict[str, str]:
+    """A stage's environment: this process's, the job's on top, without an empty OMP_WAIT_POLICY (libgomp warns
+    about one on stderr, in every stage)."""
+    env = {**os.environ, **job.env}
+    if env.get("OMP_WAIT_POLICY") == "":
+        del env["OMP_WAIT_POLICY"]
+    return env
+
+
 def _run_warm(argv: list[str], job: Job, stop: threading.Event | None) -> int | None:
     """``study *argv`` in a fork of a warm worker, watched and stopped as a command of its own is (:func:`_run`);
     ``None`` where the ``study`` on the stage's PATH is another environment's, or no warm worker could start it:
     the command then runs on its own (where an error shows as it would without warm workers)."""
-    env = {**os.environ, **job.env}
+    env = _environment(job)
     if not runs_this_study(env):
         return None
     zygote = _ZYGOTES.borrow(env)
