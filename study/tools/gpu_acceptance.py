@@ -81,6 +81,8 @@ def main(args: argparse.Namespace) -> str:
     steps = args.step or list(acc.STEPS)
     # The presets whose models are benched; cifar100_gpu's are cifar10_gpu's with a 100-class head.
     names = ["smoke"] if args.smoke else ["fashionmnist_gpu", "cifar10_gpu"]
+    if "gpu-preset" in steps and not args.smoke:  # checked before anything is written
+        names.append(args.preset)
     presets = {name: parse_params(preset_params(root, name), source=f"configs/{name}.yaml") for name in names}
     device = runtime.pick_device(params.train.device)
     if device.type == "cuda":
@@ -124,8 +126,6 @@ def main(args: argparse.Namespace) -> str:
             done.append(f"{step}: {len(summary)} models")
             continue
         name = "smoke" if args.smoke else (None if step == "default-study" else args.preset)
-        if name and name not in presets:
-            presets[name] = parse_params(preset_params(root, name), source=f"configs/{name}.yaml")
         study = presets[name] if name else params
         label, text = (f"{name}.yaml", preset_text(root, name)) if name else (args.params.name, args.params.read_text())
         targets = ([f"train@{study.baselines[0]}-{study.fractions[0]}-{study.seeds[0]}"]

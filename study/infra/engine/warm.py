@@ -42,10 +42,10 @@ from contextlib import suppress
 
 # Variables read when a library is loaded or CUDA starts: a child cannot change them after the fork.
 _LOAD_TIME_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "CUDA_", "PYTORCH_")
-# What a stage imports beyond the standard library, in the order they import each other; a missing one is skipped.
 # A script's interpreter: its #! line, or a shell script's `exec "PYTHON" -m study`.
 _SHEBANG = re.compile(r"\A#!\s*(\S+)")
 _EXEC_MODULE = re.compile(r'^\s*exec\s+"?([^"\s]+)"?\s+-m\s+study\b', re.MULTILINE)
+# What a stage imports beyond the standard library, in the order they import each other; a missing one is skipped.
 _PRELOAD = ("numpy", "torch", "torchvision", "timm", "pandas", "scipy.stats", "matplotlib.figure", "seaborn")
 # What a child runs: the function the `study` console script calls.
 _CLI = "study.core.cli:main"
