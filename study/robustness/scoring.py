@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -253,37 +254,57 @@ def _score_conditions(scorers: dict[RunKey, _Scorer], source: Tensor, truth: Ten
 COST_COLUMNS = ["part", "runs", "seconds", "images", "images_per_second"]
 
 
+@contextlib.contextmanager
+def scoring_workers(processes: int, device: torch.device) -> Iterator[Executor | None]:
+    """The worker processes :func:`score_run_files` shares its runs with on a CPU: ``processes - 1`` of them (the
+    calling process scores a share itself), started once for every call made inside the block; ``None`` where one
+    process scores alone. Spawning a worker costs an ``import torch`` and the study's imports (about 3 s each on 2
+    cores), so a stage that scores twice starts them once."""
+    if device.type != "cpu" or processes <= 1:
+        yield None
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")  # no fork of a process whose OpenMP pool may have run
+    with ProcessPoolExecutor(processes - 1, mp_context=context) as pool:
+        yield pool
+
+
 def score_run_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.ndarray, settings: dict,
                     batch_size: int, device: torch.device, precision: str = "auto", processes: int = 1,
-                    uniform: bool | Collection[str] = False, only: Collection[tuple[str, str, float]] | None = None
-                    ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+                    uniform: bool | Collection[str] = False, only: Collection[tuple[str, str, float]] | None = None,
+                    workers: Executor | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """:func:`score_runs` on the runs' ``model.pt`` files (``runs``: key -> file), the conditions built from
     ``settings`` (the keywords of :func:`conditions`; with ``only``, those whose key ``(probe, variant, level)`` it
     holds), each run's uniform-attention variant too with ``uniform`` (scored in its run's process, from the same
     loaded model).
 
-    On a CPU the runs are split over ``processes`` worker processes of one torch thread each (each makes the
-    probed images itself); on another device one process scores them all. With one thread a run's scores do not
-    depend on the other runs or on the split, so the tables are the same for any ``processes``; and a process per
-    core keeps small models' forward passes off the thread pool, which is slow for them and stalls whenever another
-    program holds a core (on the 2-core machine, 2 threads scored the smoke study 25x slower than 1 while a core was
-    busy). Rows are sorted by condition, then run.
+    On a CPU the runs are split into ``processes`` shares, each scored with one torch thread: the first by this
+    process, the others by ``workers`` (:func:`scoring_workers`; started here when not given), each of which makes
+    the probed images itself. With one thread a run's scores do not depend on the other runs or on the split, so
+    the tables are the same for any ``processes``; and a process per core keeps small models' forward passes off
+    the thread pool, which is slow for them and stalls whenever another program holds a core (on the 2-core
+    machine, 2 threads scored the smoke study 25x slower than 1 while a core was busy). On another device one
+    process scores them all. Rows are sorted by condition, then run.
     """
     keys = sorted(runs)
     if device.type != "cpu" or processes <= 1 or len(keys) < 2:
         parts = [_score_files({k: runs[k] for k in keys}, images, labels, settings, batch_size, str(device),
                               precision, None, None, uniform, only)]
     else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
         chunks = [keys[i::processes] for i in range(min(processes, len(keys)))]  # round robin: models mixed
-        context = multiprocessing.get_context("spawn")  # no fork of a process whose OpenMP pool may have run
         deterministic = torch.are_deterministic_algorithms_enabled()
-        with ProcessPoolExecutor(len(chunks), mp_context=context) as pool:
-            futures = [pool.submit(_score_files, {k: runs[k] for k in chunk}, images, labels, settings, batch_size,
-                                   "cpu", precision, 1, deterministic, uniform, only) for chunk in chunks]
-            parts = [future.result() for future in futures]
+        with contextlib.ExitStack() as started:
+            if workers is None:
+                workers = started.enter_context(scoring_workers(len(chunks), device))
+            futures = [workers.submit(_score_files, {k: runs[k] for k in chunk}, images, labels, settings,
+                                      batch_size, "cpu", precision, 1, deterministic, uniform, only)
+                       for chunk in chunks[1:]]
+            with _one_thread():
+                parts = [_score_files({k: runs[k] for k in chunks[0]}, images, labels, settings, batch_size, "cpu",
+                                      precision, None, None, uniform, only)]
+            parts += [future.result() for future in futures]
     scores = pd.concat([p[0] for p in parts], ignore_index=True)
     scores = scores.sort_values(["order", "model", "fraction", "seed"], ignore_index=True).drop(columns="order")
     consistency = pd.concat([p[1] for p in parts], ignore_index=True).sort_values(
@@ -292,6 +313,17 @@ def score_run_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.nda
     cost = cost.groupby("part", as_index=False, sort=False)[["runs", "seconds", "images"]].sum()
     cost["images_per_second"] = (cost["images"] / cost["seconds"]).where(cost["images"] > 0)
     return scores, consistency, cost[COST_COLUMNS]
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """This process's torch threads at 1 while it scores its share, as every worker's are; restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _score_files(runs: dict[RunKey, Path], images: np.ndarray, labels: np.ndarray, settings: dict, batch_size: int,

@@ -25,7 +25,8 @@ from study.core import runtime
 from study.robustness import contrasts as R
 from study.outputs.figure_style import save_figure
 from study.robustness.figures import contrasts_figure, corruption_figure, probe_figure
-from study.robustness.scoring import COST_COLUMNS, SCORE_COLUMNS, conditions, probe_set, score_run_files
+from study.robustness.scoring import (COST_COLUMNS, SCORE_COLUMNS, conditions, probe_set, score_run_files,
+                                      scoring_workers)
 from study.runs.table import collect_runs
 from study.core.config import Params
 from study.robustness.grids import check_robustness, occlusion_grid, plan_scoring, probe_settings
@@ -62,17 +63,20 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     grid, settings = occlusion_grid(params), probe_settings(params)
     probes = conditions(**settings)
     models = {(row.model, row.fraction, row.seed): Path(row.folder) / "model.pt" for row in runs.itertuples()}
-    # On a CPU, one single-threaded process per thread the study allows (train.threads, or STUDY_THREADS).
-    scoring = dict(batch_size=r.batch_size, device=device, precision=params.train.precision,
-                   processes=torch.get_num_threads())
-    scores, consistency, cost = score_run_files(models, images, labels, settings, uniform=r.uniform_attention,
-                                                **scoring)
+    # On a CPU, a single-threaded share of the runs per thread the study allows (train.threads, or STUDY_THREADS):
+    # this process scores one, worker processes the others.
+    processes = torch.get_num_threads()
     trained_runs = runs.drop(columns="folder")
+    with scoring_workers(processes, device) as workers:  # started once for both scorings
+        scoring = dict(batch_size=r.batch_size, device=device, precision=params.train.precision,
+                       processes=processes, workers=workers)
+        scores, consistency, cost = score_run_files(models, images, labels, settings, uniform=r.uniform_attention,
+                                                    **scoring)
+        plan = _score_plan(params, data, trained_runs, models, settings, scoring) \
+            if params.analysis.plan is not None else None
     runs = R.with_variant_runs(trained_runs, scores)
     recorded = {"images": len(chosen), "image_seed": r.seed}
     table = R.per_run(scores, runs).assign(**recorded)  # the clean images once, as probe "clean"
-    plan = _score_plan(params, data, trained_runs, models, settings, scoring) \
-        if params.analysis.plan is not None else None
     shifts = R.consistency_rows(consistency, runs).assign(**recorded)
     reference = reference_model(params)
     pairs = [(name, reference) for name in params.trained_models if name != reference]

@@ -554,7 +554,7 @@ def test_the_throughput_script_times_each_path_and_adds_up_the_stage():
 
 
 def test_worker_processes_give_the_same_tables_as_one(tmp_path):
-    from study.robustness.scoring import score_run_files
+    from study.robustness.scoring import score_run_files, scoring_workers
     from study.data.prepared import read_prepared
 
     _, runs_dir, prepared = fabricated_study(tmp_path)
@@ -571,8 +571,14 @@ def test_worker_processes_give_the_same_tables_as_one(tmp_path):
     finally:
         torch.set_num_threads(threads)
     two = score_run_files(runs, images, labels, settings, 32, torch.device("cpu"), processes=2)
-    for a, b in zip(one[:2], two[:2]):
+    assert torch.get_num_threads() == threads  # this process scored its share with one thread, then restored them
+    with scoring_workers(2, torch.device("cpu")) as workers:  # one worker started for two calls, as the stage does
+        shared = [score_run_files(runs, images, labels, settings, 32, torch.device("cpu"), processes=2,
+                                  workers=workers) for _ in range(2)]
+    for a, b, c, d in zip(one[:2], two[:2], *(s[:2] for s in shared)):
         pd.testing.assert_frame_equal(a, b)
+        pd.testing.assert_frame_equal(a, c)
+        pd.testing.assert_frame_equal(a, d)
     assert len(one[0]) == 9 * len(conditions(**settings)) and list(one[0]["probe"].iloc[:9]) == [CLEAN] * 9
     assert two[2].set_index("part").loc["scoring with vit", "runs"] == 3
 
