@@ -49,7 +49,11 @@ def test_three_vmapped_seeds_equal_three_models_trained_apart(name):
         together = stack.model(k, model).state_dict()
         assert apart.keys() == together.keys()
         for key in apart:  # BatchNorm's running statistics included
-            torch.testing.assert_close(together[key], apart[key], rtol=1e-4, atol=1e-5, msg=f"{name} seed {k} {key}")
+            # atol: AdamW's update m/sqrt(v) magnifies a rounding difference where a weight's gradient is near 0.
+            # On a Zen 3 (AVX2) one ViT weight of 512 ended 1.06e-5 apart after 4 steps (within 1e-5 with AVX-512).
+            # 5e-5 is a twentieth of one step's largest update (lr 1e-3); batches crossed between seeds would move
+            # weights by about the lr per step.
+            torch.testing.assert_close(together[key], apart[key], rtol=1e-4, atol=5e-5, msg=f"{name} seed {k} {key}")
     # The seeds did train apart: their weights differ from one another.
     first = next(iter(stack.params.values()))
     assert not torch.equal(first[0], first[1])

@@ -2,10 +2,10 @@
 
 The driver (this process) plans with DVC, hands every stage whose upstream stages are done to an executor
 (:mod:`~study.infra.engine.executor`: Ray, or with ``--jobs`` a local pool) which starts it as soon as there is
-room for it, and records each stage in DVC the moment its command succeeds. So at
-any time dvc.lock holds exactly the stages that finished: kill the driver however you like, and the same
-command resumes, with finished stages up to date and interrupted training runs continuing from their
-``resume.pt``. A failed stage stops only the stages downstream of it; the others run to the end, and the
+room for it, and records each stage in DVC the moment its command succeeds (its dvc.lock entry journaled, and
+written with others in a batch: :mod:`~study.infra.engine.lockfile`). So at any time dvc.lock and the journal
+hold exactly the stages that finished: kill the driver however you like, and the same command resumes, with
+finished stages up to date and interrupted training runs continuing from their ``resume.pt``. A failed stage stops only the stages downstream of it; the others run to the end, and the
 failures are listed once at the end.
 """
 
@@ -50,6 +50,8 @@ def run_study(params: Params, targets: list[str], address: str | None = None, cp
     executor = choose(address, jobs, cpus, gpus, cpus_per_run)
     params = with_cpus_per_run(params, cpus_per_run)
     pipeline = Pipeline()
+    if pipeline.replayed:
+        print(f"run: {len(pipeline.replayed)} stage(s) that a killed run had finished now recorded in dvc.lock")
     try:
         plan = pipeline.plan(targets)
         if not plan.stages:
@@ -88,11 +90,13 @@ class _Driver:
             while not self.schedule.finished:
                 self._start_ready()
                 self._collect()
+                self._write_lock(force=not self.in_flight)  # nothing runs: the write slows nothing
                 self.progress.refresh()
         except KeyboardInterrupt:
             self._stop()
             raise
         finally:
+            self._write_lock(force=True)
             self.progress.close()
 
     def summary(self, seconds: float) -> str:
@@ -191,6 +195,11 @@ class _Driver:
             self.ran += 1
             self.ran_warm += outcome.warm
             self.progress.finished(outcome)
+
+    def _write_lock(self, force: bool) -> None:
+        """dvc.lock gets the recorded stages' entries in batches (:mod:`~study.infra.engine.lockfile`)."""
+        with self.interrupts.protected():  # never a half-written dvc.lock
+            self.pipeline.write_lock(force)
 
     def _fail(self, name: str, error: str) -> None:
         self.failures[name] = error

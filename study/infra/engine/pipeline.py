@@ -11,8 +11,9 @@ and ``Stage.run`` in DVC 3), so DVC stays the one record of the pipeline:
 * while the command runs, the repo lock is free (as in repro, so ``dvc status`` works meanwhile) but the
   stage holds DVC's read/write locks on its dependencies and outputs, so a concurrent ``dvc repro`` or
   ``study run`` cannot touch them;
-* once the command succeeded, under the repo lock: ``stage.save()``, ``stage.commit()`` and
-  ``stage.dump()`` write its cache entries and its dvc.lock entry, exactly as repro does.
+* once the command succeeded, under the repo lock: ``stage.save()`` and ``stage.commit()`` write its cache
+  entries, as repro does, and its dvc.lock entry is journaled and written by DVC with others in a batch
+  (:mod:`~study.infra.engine.lockfile`: one write per stage costs time in proportion to dvc.lock).
 
 The repo lock is taken with DVC's ``--wait-for-lock`` behaviour: a busy repository is waited for, never
 bypassed.
@@ -25,6 +26,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from study.core.errors import StudyError
+from study.infra.engine.lockfile import LockWriter
 
 UP_TO_DATE, RECORDED, RUN = "up to date", "recorded", "run"
 
@@ -40,7 +42,7 @@ class Pipeline:
 
     def __init__(self) -> None:
         from dvc.exceptions import NotDvcRepoError
-        from dvc.repo import Repo
+        from dvc.repo import Repo, lock_repo
 
         # The engine prints one line per stage; DVC's own INFO lines ("Updating lock file ...") would
         # interleave with them. Its warnings (e.g. a dead process's lock entry removed) still show.
@@ -50,10 +52,14 @@ class Pipeline:
         except NotDvcRepoError:
             raise StudyError("not inside a DVC project; run `study run` from the project root") from None
         self._locks: dict[str, ExitStack] = {}  # running stage -> its held read/write locks
+        self.lock_writer = LockWriter(self.repo)
+        with lock_repo(self.repo), _dvc_errors():
+            self.replayed = self.lock_writer.replay()  # a killed driver's recorded stages, before DVC reads dvc.lock
 
     def close(self) -> None:
         for name in list(self._locks):
             self.release(name)
+        self.write_lock(force=True)
         self.repo.close()
 
     @property
@@ -98,7 +104,7 @@ class Pipeline:
                 return UP_TO_DATE
             if not stage.cmd or stage.frozen or stage.is_import:  # no command for a worker: let DVC do it all
                 stage.reproduce(upstream=upstream)
-                stage.dump(update_pipeline=False)
+                self.lock_writer.add(stage)
                 return RECORDED
             stage.remove_outs(ignore_remove=False, force=False)  # keeps `persist: true` outputs
             if self._restore_from_run_cache(stage):
@@ -127,6 +133,14 @@ class Pipeline:
             self.release(stage.addressing)
             self._save_and_commit(stage)
 
+    def write_lock(self, force: bool) -> None:
+        """Write the recorded stages' waiting dvc.lock entries: now if ``force``, else if a write is due."""
+        from dvc.repo import lock_repo
+
+        if self.lock_writer.waiting:
+            with lock_repo(self.repo), _dvc_errors():
+                self.lock_writer.write(force)
+
     def release(self, name: str) -> None:
         """Let go of a stage's read/write locks (it ended, failed or was stopped)."""
         from dvc.repo import lock_repo
@@ -141,7 +155,7 @@ class Pipeline:
         uncached = any(not out.use_cache for out in stage.outs if not (out.is_metric or out.is_plot))
         stage.save(allow_missing=False, run_cache=not uncached)
         stage.commit(allow_missing=False)
-        stage.dump(update_pipeline=False)
+        self.lock_writer.add(stage)
 
     def _restore_from_run_cache(self, stage) -> bool:
         """Check the outputs out of DVC's run cache if this exact stage ran before (repro does so too)."""
