@@ -5,8 +5,8 @@ The driver (this process) plans with DVC, hands every stage whose upstream stage
 room for it, and records each stage in DVC the moment its command succeeds (its dvc.lock entry journaled, and
 written with others in a batch: :mod:`~study.infra.engine.lockfile`). So at any time dvc.lock and the journal
 hold exactly the stages that finished: kill the driver however you like, and the same command resumes, with
-finished stages up to date and interrupted training runs continuing from their ``resume.pt``. A failed stage stops only the stages downstream of it; the others run to the end, and the
-failures are listed once at the end.
+finished stages up to date and interrupted training runs continuing from their ``resume.pt``. A failed stage
+stops only the stages downstream of it; the others run to the end, and the failures are listed once at the end.
 """
 
 from __future__ import annotations
