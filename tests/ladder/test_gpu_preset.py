@@ -1,6 +1,8 @@
 """The GPU ladder (configs/ladder_gpu.yaml) on CPU at smoke size: its rungs, side pairs, plan and budget check as
-written, on scikit-learn's digits at one fraction with 3 seeds and a few dozen steps, through `study run --jobs 2`
-to the report. No GPU here: this checks that the preset runs end to end, not its size or its results."""
+written, on scikit-learn's digits at one fraction with 3 seeds and a few dozen steps (2 epochs of 648 images: 21
+steps, 42 in the budget check; the preset's own 30 epochs made this test take over 20 minutes on a 2-core Zen 3),
+through `study run --jobs 2 --warm` to the report. No GPU here: this checks that the preset runs end to end, not
+its size or its results."""
 
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ def _smoke_size() -> dict:
                                                           "rearrangement": {"grids": [2], "offset_grids": [2]},
                                                           "translation": {"shifts": [1, 4]}, "uniform_attention": False})
     return merged(raw, {
-        "data": SMOKE["data"], "fractions": [0.5], "seeds": [0, 1, 2], "budget": {"batch_size": 64, "min_steps": 12},
+        "data": SMOKE["data"], "fractions": [0.5], "seeds": [0, 1, 2],
+        "budget": {"batch_size": 64, "epochs": 2.0, "min_steps": 12},
         "budget_check": {"fractions": [0.5]},
         "train": {"device": "cpu", "threads": 1, "deterministic": True, "eval_batch_size": 128},
         "analysis": {"cka": SMOKE["analysis"]["cka"], "attention": SMOKE["analysis"]["attention"],
@@ -57,7 +60,7 @@ def test_the_smoke_sized_gpu_ladder_runs_to_its_report(tmp_path):
     project = working_copy(ROOT, tmp_path / "study", _smoke_size(), "# the GPU ladder at smoke size, on CPU\n")
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     env = own_code_env(project, {**os.environ, "PATH": path})
-    result = subprocess.run([sys.executable, "-m", "study", "run", "--jobs", "2"], cwd=project, env=env,
+    result = subprocess.run([sys.executable, "-m", "study", "run", "--jobs", "2", "--warm"], cwd=project, env=env,
                             capture_output=True, text=True, timeout=3600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     steps = pd.read_csv(project / "reports" / "tables" / "ladder" / "steps.csv")
