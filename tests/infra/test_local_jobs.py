@@ -257,7 +257,7 @@ def test_two_jobs_leave_the_results_of_dvc_repro_and_a_clean_status(smoke_study,
     """A teacher, its student and two independent runs of the smoke study from scratch with `--jobs 2 --cpus 4`:
     two 2-thread stages at once on this 2-core machine, each with train.threads, so every run's metrics and model
     bytes equal the sequential `dvc repro`'s. Ray is made unimportable: the local pool must never need it. (The
-    whole study, 7 minutes here on a 2-core Zen 3, is compared with `--warm`: tests/infra/test_warm.py.)"""
+    whole study, 6.4 minutes here on a 2-core Zen 3, is compared with `--warm`: tests/infra/test_warm.py.)"""
     from study.core.config import parse_params
     from tests.infra.test_engine import SUBSET_RUNS, SUBSET_STAGES, SUBSET_TARGETS, _assert_same_lock, _fresh_copy
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,8 +68,8 @@ def test_the_smoke_sized_gpu_ladder_runs_to_its_report(tmp_path):
     # the 13 models and the hierarchy's twin matched in FLOPs
     assert len(pd.read_csv(project / "reports" / "tables" / "budget_check" / "budget_check.csv")) == 14
     report = (project / "reports" / "report.md").read_text()
-    # the twin beside the step: parameters +5.0%, training GFLOPs -33.3% (-33.4% at the preset's 30 epochs)
-    assert re.search(r"\| resnet_adamw - lad_stem \| 5\.0 \| -33\.[34] \| resnet_adamw_w28 - lad_stem \|", report)
+    # the twin beside the step (training GFLOPs -33.3% at these 2 epochs; -33.4% at the preset's 30: the step floor)
+    assert "| resnet_adamw - lad_stem | 5.0 | -33.3 | resnet_adamw_w28 - lad_stem |" in report
     assert "## The ladder: from the ViT to the ResNet, one change at a time" in report
     assert "Which steps of the ladder move clean accuracy" in report
     assert "up to date" in dvc("status", cwd=project).stdout
