@@ -360,6 +360,17 @@ def _assert_same_lock(project: Path, reference: Path, stages: list[str] | None =
             assert [path for path in differing if not _clocked(path)] == [], (name, key)
 
 
+def assert_subset_as_repro(project: Path, reference: Path) -> None:
+    """The six stages of :data:`SUBSET_TARGETS` as ``dvc repro`` left them in ``reference``: every run byte for byte,
+    their dvc.lock entries, ``dvc status`` clean, and a second ``dvc repro`` running nothing."""
+    for run in SUBSET_RUNS:
+        assert_same_run(project / "runs" / run, reference / "runs" / run)
+    _assert_same_lock(project, reference, SUBSET_STAGES)
+    assert "up to date" in _dvc(project, "status", *SUBSET_TARGETS).stdout
+    again = _dvc(project, "repro", *SUBSET_TARGETS)
+    assert again.returncode == 0 and "Running stage" not in again.stdout, again.stdout
+
+
 def _clocked(path: str) -> bool:
     """A path whose DVC hash differs between two runs because its content holds a wall-clock time."""
     if path.endswith(CLOCKED) or path in ("runs", "runs_2x"):  # they hold the runs' metrics.json and history.csv
@@ -390,12 +401,7 @@ def test_the_engine_leaves_the_results_and_dvc_lock_of_a_sequential_repro(smoke_
     assert len(finished) == 1 and ": train: vit fraction 0.5 seed 0: test top-1 " in finished[0], result.stdout
     assert sorted(path.parent.relative_to(project / "runs").as_posix() for path in
                   (project / "runs").rglob("metrics.json")) == SUBSET_RUNS
-    for run in SUBSET_RUNS:
-        assert_same_run(project / "runs" / run, smoke_study / "runs" / run)
-    _assert_same_lock(project, smoke_study, SUBSET_STAGES)
-    assert "up to date" in _dvc(project, "status", *SUBSET_TARGETS).stdout
-    again = _dvc(project, "repro", *SUBSET_TARGETS)
-    assert again.returncode == 0 and "Running stage" not in again.stdout, again.stdout
+    assert_subset_as_repro(project, smoke_study)
     assert _study_run(project, "--cpus", "4", *SUBSET_TARGETS).stdout.strip() == \
         "run: every stage is up to date; nothing to run"
 

@@ -27,7 +27,7 @@ from study.infra.engine.local import LocalPool
 from study.infra.engine.lockfile import JOURNAL
 from study.infra.engine.resources import Reservation
 from study.infra.engine.tasks import Job
-from tests.faults.test_faults import SMOKE, _dvc, assert_same_run, cli
+from tests.faults.test_faults import SMOKE, _dvc, cli
 from tests.infra.test_engine_gpus import _most_at_once as most_at_once
 
 # A stage: fail if named in ./fail, hang if named in ./hang, else sleep; note its times and environment.
@@ -259,7 +259,7 @@ def test_two_jobs_leave_the_results_of_dvc_repro_and_a_clean_status(smoke_study,
     bytes equal the sequential `dvc repro`'s. Ray is made unimportable: the local pool must never need it. (The
     whole study, 6.4 minutes here on a 2-core Zen 3, is compared with `--warm`: tests/infra/test_warm.py.)"""
     from study.core.config import parse_params
-    from tests.infra.test_engine import SUBSET_RUNS, SUBSET_STAGES, SUBSET_TARGETS, _assert_same_lock, _fresh_copy
+    from tests.infra.test_engine import SUBSET_TARGETS, _fresh_copy, assert_subset_as_repro
 
     project = _fresh_copy(smoke_study, tmp_path / "study")
     assert parse_params(copy.deepcopy(SMOKE)).train.threads == 2
@@ -270,9 +270,4 @@ def test_two_jobs_leave_the_results_of_dvc_repro_and_a_clean_status(smoke_study,
                             cwd=project, env=env, capture_output=True, text=True, timeout=3600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stdout.splitlines()[-1].startswith("run: 6 stage(s) ran and 0 were up to date"), result.stdout
-    for run in SUBSET_RUNS:
-        assert_same_run(project / "runs" / run, smoke_study / "runs" / run)
-    _assert_same_lock(project, smoke_study, SUBSET_STAGES)
-    assert "up to date" in _dvc(project, "status", *SUBSET_TARGETS).stdout
-    again = _dvc(project, "repro", *SUBSET_TARGETS)
-    assert again.returncode == 0 and "Running stage" not in again.stdout, again.stdout
+    assert_subset_as_repro(project, smoke_study)

@@ -19,6 +19,7 @@ from study.core.checkout import own_code_env
 from study.core.config import parse_params
 from study.presets import merged, preset_params
 from tests.conftest import ROOT, dvc
+from tests.report.test_notebooks import run_ladder_notebooks
 from tests.train.test_train import SMOKE
 
 # digits are 8x8: the rungs' 4-px patches make a 2x2 grid, so the plan's shuffle is of 2x2 cells, offset by half
@@ -29,7 +30,7 @@ def _smoke_size() -> dict:
     raw = preset_params(ROOT, "ladder_gpu")
     ladder = copy.deepcopy(raw["analysis"]["plan"]["ladder"])
     ladder["conditions"][1].update({"name": "shuffle_2", "words": "under a 2x2 shuffle", "condition": SHUFFLE,
-                                    "control": OFFSET})
+                                    "control": OFFSET, "control_means": "the 2x2 cells offset by half a cell"})
     robustness = merged(SMOKE["analysis"]["robustness"], {"occlusion": {"grid": 2},
                                                           "rearrangement": {"grids": [2], "offset_grids": [2]},
                                                           "translation": {"shifts": [1, 4]}, "uniform_attention": False})
@@ -54,7 +55,7 @@ def test_the_smoke_sized_gpu_ladder_is_valid_and_keeps_the_presets_design():
 
 
 @pytest.mark.slow
-def test_the_smoke_sized_gpu_ladder_runs_to_its_report(tmp_path):
+def test_the_smoke_sized_gpu_ladder_runs_to_its_report(tmp_path, tmp_path_factory):
     from study.presets import working_copy
 
     project = working_copy(ROOT, tmp_path / "study", _smoke_size(), "# the GPU ladder at smoke size, on CPU\n")
@@ -73,3 +74,6 @@ def test_the_smoke_sized_gpu_ladder_runs_to_its_report(tmp_path):
     assert "## The ladder: from the ViT to the ResNet, one change at a time" in report
     assert "Which steps of the ladder move clean accuracy" in report
     assert "up to date" in dvc("status", cwd=project).stdout
+    # the ladder's notebook on the tables this code wrote (the notebook tests read the committed ladder)
+    printed = run_ladder_notebooks(project, tmp_path_factory)["07_ladder"]
+    assert "reports: 11 rungs, 10 steps and 2 side pairs, each under 2 conditions; 3 seeds" in printed

@@ -34,6 +34,7 @@ CHECKS = {
     "04_attention": "mean attention distance matches reports/figures/attention/attention_distance.csv",
     "05_controls": "recomputed pooled contrasts match reports/tables/controls",
     "06_plan": "the mean of the seeds' means matches reports/tables/plan/tests.csv",
+    "07_ladder": "the recomputed steps match",
 }
 # What each notebook does without runs/ and data/prepared/, as its first cell says ("**Needs:**"): "reports" runs
 # whole on the committed reports/; "partial" skips its run-dependent cells, each printing a line "skipped ..." that
@@ -46,7 +47,12 @@ WITHOUT_RUNS = {
     "04_attention": "partial",
     "05_controls": "reports",
     "06_plan": "reports",
+    "07_ladder": "reports",
 }
+# Notebooks that read a ladder (the ladder preset's reports/ladder/, or a study whose plan declares one): on a study
+# with neither, such as the smoke study, each stops at its first cell after the project's with a one-line error
+# naming the command that makes one. tests/ladder/test_gpu_preset.py runs them on a ladder this code wrote.
+NEEDS_LADDER = {"07_ladder": "study preset ladder"}
 MIN_FIGURES = 3
 KERNEL_PROBE = "import sys, study\nprint('KERNEL', sys.prefix, study.__file__)"
 
@@ -148,18 +154,35 @@ async def _execute(path: Path, project: Path,
 Executed = dict[str, tuple[nbformat.NotebookNode, float, BaseException | None]]
 
 
-def _execute_all(project: Path, tmp_path_factory, probe: bool = True) -> Executed:
-    """Every notebook executed (concurrently) against ``project``: stem -> (notebook, seconds, error)."""
+def _execute_all(project: Path, tmp_path_factory, probe: bool = True,
+                 paths: list[Path] | None = None) -> Executed:
+    """The notebooks (default: every one) executed concurrently against ``project``: stem -> (notebook, seconds,
+    error)."""
+    paths = notebook_paths() if paths is None else paths
     jupyter_dir = _kernelspec_dir(tmp_path_factory.mktemp("jupyter"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STUDY_ROOT", str(project))
         patch.setenv("JUPYTER_PATH", str(jupyter_dir))  # searched before the user's and the system's dirs
 
         async def run_all():
-            return await asyncio.gather(*(_execute(path, project, probe) for path in notebook_paths()))
+            return await asyncio.gather(*(_execute(path, project, probe) for path in paths))
 
         results = asyncio.run(run_all())
-    return {path.stem: result for path, result in zip(notebook_paths(), results)}
+    return {path.stem: result for path, result in zip(paths, results)}
+
+
+def run_ladder_notebooks(project: Path, tmp_path_factory) -> dict[str, str]:
+    """The notebooks of :data:`NEEDS_LADDER` executed against ``project``, a study with a ladder: stem -> the text
+    they printed; each must run without an error and print its :data:`CHECKS` line."""
+    paths = [path for path in notebook_paths() if path.stem in NEEDS_LADDER]
+    texts = {}
+    for stem, (nb, seconds, error) in _execute_all(project, tmp_path_factory, probe=False, paths=paths).items():
+        if error is not None:
+            raise error
+        assert not _errors(nb)
+        texts[stem] = _texts(nb)
+        assert CHECKS[stem] in texts[stem], f"{stem}.ipynb did not print its check"
+    return texts
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +200,9 @@ def _texts(nb: nbformat.NotebookNode) -> str:
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
 def test_notebook_runs_on_smoke_study(path: Path, executed, smoke_study: Path):
     nb, seconds, error = executed[path.stem]
+    if path.stem in NEEDS_LADDER:  # the smoke study declares no ladder
+        _assert_stops_at_first_cell(path, nb, error, "a ladder", NEEDS_LADDER[path.stem])
+        return
     if error is not None:
         raise error
     outputs = [out for cell in nb.cells for out in cell.get("outputs", [])]
@@ -217,18 +243,32 @@ def executed_on_smoke_reports(smoke_study: Path, tmp_path_factory) -> Executed:
                         tmp_path_factory, probe=False)
 
 
-def _check_without_runs(path: Path, executed: Executed, source: str) -> None:
+def _errors(nb: nbformat.NotebookNode) -> list[tuple[int, dict]]:
+    return [(index, out) for index, cell in enumerate(nb.cells) for out in cell.get("outputs", [])
+            if out.get("output_type") == "error"]
+
+
+def _assert_stops_at_first_cell(path: Path, nb: nbformat.NotebookNode, error: BaseException | None,
+                                what: str, command: str) -> None:
+    """The notebook stopped at its first cell after the project's, with a one-line error naming ``command``."""
+    errors = _errors(nb)
+    assert error is not None and len(errors) == 1, f"{path.name} must stop without {what}"
+    index, out = errors[0]
+    second_code_cell = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"][1]
+    assert index == second_code_cell, f"{path.name} must stop at its first cell after the project's"
+    assert "\n" not in out["evalue"] and f"`{command}" in out["evalue"], out["evalue"]
+
+
+def _check_without_runs(path: Path, executed: Executed, source: str, has_ladder: bool) -> None:
     nb, seconds, error = executed[path.stem]
-    errors = [(index, out) for index, cell in enumerate(nb.cells) for out in cell.get("outputs", [])
-              if out.get("output_type") == "error"]
+    errors = _errors(nb)
     skipped = [line for line in _texts(nb).splitlines() if line.startswith("skipped")]
     figures = sum("image/png" in out.get("data", {}) for cell in nb.cells for out in cell.get("outputs", []))
     if WITHOUT_RUNS[path.stem] == "runs":
-        assert error is not None and len(errors) == 1, f"{path.name} must stop without runs/"
-        index, out = errors[0]
-        second_code_cell = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"][1]
-        assert index == second_code_cell, f"{path.name} must stop at its first cell after the project's"
-        assert "\n" not in out["evalue"] and "`dvc repro`" in out["evalue"], out["evalue"]
+        _assert_stops_at_first_cell(path, nb, error, "runs/", "dvc repro")
+        return
+    if path.stem in NEEDS_LADDER and not has_ladder:
+        _assert_stops_at_first_cell(path, nb, error, "a ladder", NEEDS_LADDER[path.stem])
         return
     if errors:
         first = errors[0][1]
@@ -241,16 +281,19 @@ def _check_without_runs(path: Path, executed: Executed, source: str) -> None:
         assert any("`dvc repro`" in line for line in skipped)
     else:
         assert not skipped, f"{path.name} needs reports/ only, yet skipped: {skipped}"
+        if path.stem in CHECKS:  # reports/ is all it reads: its own check runs too
+            assert CHECKS[path.stem] in _texts(nb)
     print(f"{path.name} without runs/: {seconds:.1f} s, {figures} figures, {len(skipped)} cells skipped")
 
 
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
 def test_notebook_on_committed_reports_without_runs(path: Path, executed_on_committed_reports):
     """A fresh clone of this checkout: the committed reports/ must be readable by this code's notebooks."""
-    _check_without_runs(path, executed_on_committed_reports, "the committed reports/ (regenerate them: `dvc repro`)")
+    _check_without_runs(path, executed_on_committed_reports, "the committed reports/ (regenerate them: `dvc repro`)",
+                        has_ladder=True)
 
 
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
 def test_notebook_on_smoke_reports_without_runs(path: Path, executed_on_smoke_reports):
     """The same on the reports/ this code writes (the smoke study's), whatever the committed ones hold."""
-    _check_without_runs(path, executed_on_smoke_reports, "the smoke study's reports/")
+    _check_without_runs(path, executed_on_smoke_reports, "the smoke study's reports/", has_ladder=False)
