@@ -293,6 +293,27 @@ def test_notebook_on_committed_reports_without_runs(path: Path, executed_on_comm
                         has_ladder=True)
 
 
+def test_plan_notebook_reads_every_committed_preset_with_a_plan(tmp_path_factory):
+    """06_plan with ``STUDY`` set to each preset whose report is committed under reports/<name>/ with the plan's
+    tables (written by its run, or by `study rerender`): it reads that report's parameters and passes its checks."""
+    presets = sorted(path.parents[2].name for path in (ROOT / "reports").glob("*/tables/plan/tests.csv"))
+    assert "ladder" in presets and "small_data" in presets
+    project = _fresh_clone(ROOT / "reports", tmp_path_factory.mktemp("clone") / "project")
+    folder = tmp_path_factory.mktemp("notebooks")
+    paths = []
+    for name in presets:
+        nb = nbformat.read(NOTEBOOKS / "06_plan.ipynb", as_version=4)
+        cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("STUDY = None"))
+        cell.source = cell.source.replace("STUDY = None", f"STUDY = {name!r}", 1)
+        paths.append(folder / f"06_plan_{name}.ipynb")
+        nbformat.write(nb, paths[-1])
+    for path, (nb, seconds, error) in _execute_all(project, tmp_path_factory, probe=False, paths=paths).items():
+        if error is not None:
+            raise error
+        name = path.removeprefix("06_plan_")
+        assert f"matches reports/{name}/tables/plan/tests.csv" in _texts(nb), name
+
+
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
 def test_notebook_on_smoke_reports_without_runs(path: Path, executed_on_smoke_reports):
     """The same on the reports/ this code writes (the smoke study's), whatever the committed ones hold."""
