@@ -8,7 +8,9 @@ each notebook's time is importing torch and timm, which overlaps well even on tw
 
 A fresh clone has the committed ``reports/`` but no ``runs/`` or ``data/prepared/`` (``dvc repro`` makes them):
 each notebook is also executed on a copy of ``reports/`` alone, the committed one and the smoke study's, and must
-do there what its first cell says (:data:`WITHOUT_RUNS`).
+do there what its first cell says (:data:`WITHOUT_RUNS`). The smoke study has no ladder: the ladder's notebook
+(:data:`NEEDS_LADDER`) must stop there with a one-line error, and runs whole on the committed ``reports/ladder/`` and
+on the smoke-size ladder that tests/ladder/test_gpu_preset.py trains.
 """
 
 from __future__ import annotations
