@@ -295,25 +295,32 @@ def test_notebook_on_committed_reports_without_runs(path: Path, executed_on_comm
                         has_ladder=True)
 
 
-def test_plan_notebook_reads_every_committed_preset_with_a_plan(tmp_path_factory):
-    """06_plan with ``STUDY`` set to each preset whose report is committed under reports/<name>/ with the plan's
-    tables (written by its run, or by `study rerender`): it reads that report's parameters and passes its checks."""
-    presets = sorted(path.parents[2].name for path in (ROOT / "reports").glob("*/tables/plan/tests.csv"))
-    assert "ladder" in presets and "small_data" in presets
+# Notebooks with a ``STUDY`` parameter (a preset's report committed under reports/<name>/) -> the table whose
+# presence says a committed report has what the notebook reads.
+STUDY_NOTEBOOKS = {"05_controls": "tables/controls/control_contrasts.csv", "06_plan": "tables/plan/tests.csv"}
+
+
+@pytest.mark.parametrize("stem", sorted(STUDY_NOTEBOOKS))
+def test_notebook_reads_every_committed_preset(stem: str, tmp_path_factory):
+    """The notebook with ``STUDY`` set to each preset whose committed report holds its tables (written by the run,
+    or by `study rerender`): it reads that report with the parameters that computed it and passes its checks."""
+    presets = sorted(path.parent.name for path in (ROOT / "reports").glob("*/provenance.json")
+                     if (path.parent / STUDY_NOTEBOOKS[stem]).is_file())
+    assert {"controls", "ladder", "small_data"} <= set(presets)
     project = _fresh_clone(ROOT / "reports", tmp_path_factory.mktemp("clone") / "project")
     folder = tmp_path_factory.mktemp("notebooks")
     paths = []
     for name in presets:
-        nb = nbformat.read(NOTEBOOKS / "06_plan.ipynb", as_version=4)
+        nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
         cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("STUDY = None"))
         cell.source = cell.source.replace("STUDY = None", f"STUDY = {name!r}", 1)
-        paths.append(folder / f"06_plan_{name}.ipynb")
+        paths.append(folder / f"{stem}__{name}.ipynb")
         nbformat.write(nb, paths[-1])
     for path, (nb, seconds, error) in _execute_all(project, tmp_path_factory, probe=False, paths=paths).items():
         if error is not None:
             raise error
-        name = path.removeprefix("06_plan_")
-        assert f"matches reports/{name}/tables/plan/tests.csv" in _texts(nb), name
+        name = path.split("__")[1]
+        assert CHECKS[stem].replace("reports/", f"reports/{name}/") in _texts(nb), name
 
 
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
