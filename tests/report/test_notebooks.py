@@ -297,7 +297,8 @@ def test_notebook_on_committed_reports_without_runs(path: Path, executed_on_comm
 
 # Notebooks with a ``STUDY`` parameter (a preset's report committed under reports/<name>/) -> the table whose
 # presence says a committed report has what the notebook reads.
-STUDY_NOTEBOOKS = {"05_controls": "tables/controls/control_contrasts.csv", "06_plan": "tables/plan/tests.csv"}
+STUDY_NOTEBOOKS = {"02_data_efficiency": "tables/curves/data_efficiency.csv",
+                   "05_controls": "tables/controls/control_contrasts.csv", "06_plan": "tables/plan/tests.csv"}
 
 
 @pytest.mark.parametrize("stem", sorted(STUDY_NOTEBOOKS))
