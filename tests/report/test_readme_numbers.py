@@ -7,70 +7,21 @@ not: this test writes each README number again from its table, in the README's s
 those sections, so the two stay equal.
 
 Each entry of ``NUMBERS`` reads top to bottom as README.md does: where the number stands, the README's text as a
-format string, the table and the rows it comes from. A field of the format string is a Python expression over the
-selected rows' columns:
-
-- a column or an expression of columns (``mean``, ``-mean``, ``100 * diff_mean``, ``seeds * fractions``) must take
-  one value over the selected rows;
-- ``min(...)``, ``max(...)`` and ``sum(...)`` aggregate over them, and ``rows`` is how many there are.
-
-A field without a format spec is written as the README writes points when it is a float (signed, one decimal:
-"+15.2", "−35.9") and as it is when it is an integer. Every minus is written U+2212 as in the README
-(:mod:`study.writing.format` writes "-" for the report, and its ``points`` takes shares, not points). Rounding is
-Python's format's: the tables keep full precision, and a value such as 8.05 (binary 8.0500000000000007) is "+8.1".
-
-A README number that does not match its table is kept as an entry with ``mismatch`` saying how: it is marked
-``xfail(strict=True)``: once the README or the table is corrected the case passes, strict turns that into a
-failure, and the mark must go.
+format string, the table and the rows it comes from. How a field is written (an expression over the rows' columns,
+signed points with one decimal, the Unicode minus) and how a mismatch is kept (``xfail(strict=True)``) are the
+rules of :mod:`tests.report.typed_numbers`, which docs/findings.md's test shares.
 """
 
 from __future__ import annotations
 
-import functools
-import numbers
-import string
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-MINUS = "\N{MINUS SIGN}"
-
-DEFAULT_CLAIMS = "reports/tables/plan/claims.csv"  # the default study: 3 seeds, its plan's verdicts
-DEFAULT_TESTS = "reports/tables/plan/tests.csv"
-DEFAULT_BUDGET = "reports/tables/budget_check/budget_check.csv"
-DEFAULT_CONTROLS = "reports/tables/controls/control_contrasts.csv"
-DEFAULT_TEACHER = "reports/tables/distillation/teacher_views.csv"
-SMALL_CLAIMS = "reports/small_data/tables/plan/claims.csv"  # small_data: 8 seeds at 140 and 290 images
-SMALL_BUDGET = "reports/small_data/tables/budget_check/budget_check.csv"
-CONTROLS_CLAIMS = "reports/controls/tables/plan/claims.csv"  # controls: 4 seeds
-CONTROLS = "reports/controls/tables/controls/control_contrasts.csv"
-POSITION = "reports/controls/tables/controls/position.csv"
-CHECK_4PCT = "reports/check_4pct/tables/budget_check/budget_check.csv"  # the budget check at 4%, 10 seeds
-LADDER_CLAIMS = "reports/ladder/tables/plan/claims.csv"  # the ladder: 5 seeds, its own plan
-LADDER_TESTS = "reports/ladder/tables/plan/tests.csv"
-LADDER_STEPS_TABLE = "reports/ladder/tables/ladder/steps.csv"
-LADDER_CONTROLS = "reports/ladder/tables/controls/control_contrasts.csv"
-GPU_GAPS = "docs/gpu/h200-2026-11-28/curves/gaps.csv"  # the H200 run over 140-57,000 images, 8 seeds
-GPU_BUDGET = "docs/gpu/h200-2026-11-28/budget_check/budget_check.csv"
-
-# The ladder's ten steps, one change each from the ViT to the ResNet (its side pairs, ConvMixer and the MLP, left
-# out); test_ladder_steps_are_the_tables_rungs keeps the list equal to the table's.
-LADDER_STEPS = ("lad_avg - vit", "lad_nopos - lad_avg", "lad_mean - lad_nopos", "lad_mean_wide - lad_mean",
-                "lad_pool - lad_mean_wide", "lad_dwconv - lad_pool", "lad_bn - lad_dwconv", "lad_stem - lad_bn",
-                "resnet_adamw - lad_stem", "resnet - resnet_adamw")
-LADDER_INCONCLUSIVE = ("lad_avg_vs_vit_clean", "lad_nopos_vs_lad_avg_clean", "lad_bn_vs_lad_dwconv_clean",
-                       "lad_stem_vs_lad_bn_clean", "resnet_adamw_vs_lad_stem_clean")  # class token ... hierarchy
-
-
-def number(where: str, readme: str, table: str, mismatch: str = "", **rows):
-    """One README number: ``where`` it stands (the test's id), the ``readme`` text as a format string over the
-    columns of ``table``'s ``rows`` (column=value, or column=(values, ...) for any of them), and, where the README
-    does not match its table, the ``mismatch``."""
-    marks = [pytest.mark.xfail(strict=True, reason=mismatch)] if mismatch else []
-    return pytest.param(readme, table, rows, id=where, marks=marks)
-
+from tests.report.typed_numbers import (CHECK_4PCT, CONTROLS, CONTROLS_CLAIMS, DEFAULT_BUDGET, DEFAULT_CLAIMS,
+                                        DEFAULT_CONTROLS, DEFAULT_TEACHER, DEFAULT_TESTS, GPU_BUDGET, GPU_GAPS,
+                                        LADDER_CLAIMS, LADDER_CONTROLS, LADDER_INCONCLUSIVE, LADDER_STEPS,
+                                        LADDER_STEPS_TABLE, LADDER_TESTS, POSITION, SMALL_BUDGET, SMALL_CLAIMS,
+                                        ReadmeStyle, document_text, number, read_table, written)
 
 NUMBERS = [
     # ----- The opening paragraph ("In one line") -----
@@ -273,59 +224,10 @@ NUMBERS = [
 ]
 
 
-@functools.cache
 def readme_findings() -> str:
-    """The README's opening paragraph and its Findings section (the literature paragraph included), with every run
-    of white space one space, so a number wrapped across lines still reads as one string."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    opening = text[text.index("**In one line:**"):text.index("```sh")]
-    start = text.index("## Findings")
-    findings = text[start:text.index("\n## ", start)]
-    return " ".join((opening + findings).split())
-
-
-@functools.cache
-def read_table(table: str) -> pd.DataFrame:
-    return pd.read_csv(ROOT / table)
-
-
-def select(table: str, rows: dict) -> pd.DataFrame:
-    frame = read_table(table)
-    for column, value in rows.items():
-        frame = frame[frame[column].isin(value if isinstance(value, tuple) else (value,))]
-    assert len(frame), f"no row of {table} has {rows}"
-    return frame
-
-
-class ReadmeStyle(string.Formatter):
-    """Fields are expressions over the selected rows' columns; values are written as the README writes them."""
-
-    AGGREGATES = {"min": lambda values: values.min(), "max": lambda values: values.max(),
-                  "sum": lambda values: values.sum()}
-
-    def __init__(self, frame: pd.DataFrame):
-        self.names = {**{column: frame[column] for column in frame.columns if column.isidentifier()},
-                      **self.AGGREGATES, "rows": len(frame)}
-
-    def get_field(self, field_name, args, kwargs):
-        value = eval(field_name, {"__builtins__": {}}, self.names)  # noqa: S307 - this module's own expressions
-        if isinstance(value, pd.Series):
-            values = value.dropna().unique()
-            assert len(values) == 1, f"{field_name} takes {len(values)} values over the rows: {list(values)}"
-            value = values[0]
-        return value, field_name
-
-    def format_field(self, value, format_spec):
-        if isinstance(value, str):  # a verdict, a scope: as the table writes it
-            return format(value, format_spec)
-        if not format_spec:
-            format_spec = "d" if isinstance(value, numbers.Integral) else "+.1f"
-        return format(value, format_spec).replace("-", MINUS)
-
-
-def written(readme: str, table: str, rows: dict) -> str:
-    """The README's text with the table's numbers in it."""
-    return ReadmeStyle(select(table, rows)).format(readme)
+    """The README's opening paragraph and its Findings section (the literature paragraph included), white space
+    collapsed."""
+    return document_text("README.md", ("**In one line:**", "```sh"), ("## Findings", "\n## "))
 
 
 @pytest.mark.parametrize(("readme", "table", "rows"), NUMBERS)
