@@ -273,7 +273,7 @@ def test_the_opening_paragraphs_words_are_the_verdicts_behind_them():
     # "SGD for AdamW on the ResNet moves it less than +-1.2": an equivalence, not an inconclusive test
     assert ladder.loc["resnet_vs_resnet_adamw_clean", "verdict"] == "no effect"
     # on the H200, "holding at every fraction": every fraction's Holm-adjusted interval of ViT - ResNet below 0;
-    # "while the ViT still gains at twice its budget": its interval above 0, but not shown above the tolerance
+    # "where checked, the ViT still gains at 2x its budget": its interval above 0, but not shown above the tolerance
     gaps = read_table(GPU_GAPS)
     assert (gaps.loc[gaps["comparison"] == "vit - resnet", "adj_ci_high"] < 0).all()
     vit = read_table(GPU_BUDGET).set_index("model").loc["vit"]
