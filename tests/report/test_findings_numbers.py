@@ -29,8 +29,8 @@ from tests.report.typed_numbers import (CHECK_4PCT, CHECK_4PCT_RUNS, CONTROLS, C
                                         DEFAULT_CLAIMS, DEFAULT_GAP_TRENDS, DEFAULT_TESTS, GPU_BUDGET, GPU_GAP_TRENDS,
                                         GPU_GAPS, LADDER_CLAIMS, LADDER_CONTROLS, LADDER_INCONCLUSIVE, LADDER_RUNGS,
                                         LADDER_RUNS, LADDER_STEPS, LADDER_STEPS_TABLE, LADDER_TESTS, POSITION,
-                                        SMALL_BUDGET, SMALL_CLAIMS, SMALL_GAPS, ReadmeStyle, document_text, number,
-                                        read_table, written)
+                                        SMALL_BUDGET, SMALL_CLAIMS, SMALL_GAPS, ReadmeStyle, assert_quoted,
+                                        document_text, number, read_table)
 
 FINDINGS = "docs/findings.md"
 
@@ -448,8 +448,7 @@ def findings_text() -> str:
 
 @pytest.mark.parametrize(("text", "table", "rows"), NUMBERS)
 def test_findings_number_is_its_tables(text, table, rows):
-    expected = written(text, table, rows)
-    assert expected in findings_text(), f"docs/findings.md should read {expected!r} ({table}, rows {rows})"
+    assert_quoted("docs/findings.md", findings_text(), text, table, rows)
 
 
 def test_the_controls_pairs_are_the_tables_family():

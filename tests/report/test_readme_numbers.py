@@ -21,7 +21,7 @@ from tests.report.typed_numbers import (CHECK_4PCT, CONTROLS, CONTROLS_CLAIMS, D
                                         DEFAULT_CONTROLS, DEFAULT_TEACHER, DEFAULT_TESTS, GPU_BUDGET, GPU_GAPS,
                                         LADDER_CLAIMS, LADDER_CONTROLS, LADDER_INCONCLUSIVE, LADDER_STEPS,
                                         LADDER_STEPS_TABLE, LADDER_TESTS, POSITION, SMALL_BUDGET, SMALL_CLAIMS,
-                                        ReadmeStyle, document_text, number, read_table, written)
+                                        ReadmeStyle, assert_quoted, document_text, number, read_table)
 
 NUMBERS = [
     # ----- The opening paragraph ("In one line") -----
@@ -232,8 +232,7 @@ def readme_findings() -> str:
 
 @pytest.mark.parametrize(("readme", "table", "rows"), NUMBERS)
 def test_readme_number_is_its_tables(readme, table, rows):
-    expected = written(readme, table, rows)
-    assert expected in readme_findings(), f"README.md should read {expected!r} ({table}, rows {rows})"
+    assert_quoted("README.md", readme_findings(), readme, table, rows)
 
 
 def test_ladder_steps_are_the_tables_rungs():

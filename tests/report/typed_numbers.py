@@ -146,3 +146,10 @@ class ReadmeStyle(string.Formatter):
 def written(text: str, table: str, rows: dict) -> str:
     """The document's text with the table's numbers in it."""
     return ReadmeStyle(select(table, rows)).format(text)
+
+
+def assert_quoted(document: str, quoted: str, text: str, table: str, rows: dict) -> None:
+    """``text`` with ``table``'s numbers in it stands in ``quoted`` (the document's text, as :func:`document_text`
+    reads it)."""
+    expected = written(text, table, rows)
+    assert expected in quoted, f"{document} should read {expected!r} ({table}, rows {rows})"
