@@ -36,6 +36,8 @@ NUMBERS = [
            claim="lad_dwconv_vs_lad_pool_clean"),
     number("one line: attention - mean", "attention over a global mean {-mean})", LADDER_CLAIMS,
            claim="lad_mean_vs_lad_nopos_clean"),
+    number("one line: inconclusive clean steps", "not shown to move clean accuracy (±{min(bound):.1f} to "
+           "±{max(bound):.1f});", LADDER_CLAIMS, claim=LADDER_INCONCLUSIVE),
     number("one line: SGD - AdamW on the ResNet", "SGD for AdamW on the ResNet moves it less than ±{bound:.1f}.",
            LADDER_CLAIMS, claim="resnet_vs_resnet_adamw_clean"),
     number("one line: GPU seeds", "({seeds} seeds, 10 epochs, exploratory)", GPU_GAPS, comparison="vit - resnet"),
@@ -219,8 +221,10 @@ NUMBERS = [
            claim="lad_stem_vs_lad_bn_clean"),
     number("literature: the lead under 75% occlusion", "a few points ({mean} at 75%,", SMALL_CLAIMS,
            claim="occlusion_75"),
-    number("literature: the lead under 90% occlusion", " {mean} at 90%, none shown at 50%; post hoc)", SMALL_CLAIMS,
+    number("literature: the lead under 90% occlusion", " {mean} at 90%, none shown at 50%", SMALL_CLAIMS,
            claim="occlusion_90"),
+    number("literature: 50% occlusion's bound", "none shown at 50%, ±{bound:.1f}; post hoc)", SMALL_CLAIMS,
+           claim="occlusion_50", verdict="inconclusive"),
 ]
 
 
