@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -142,24 +141,25 @@ def _kernelspec_dir(base: Path) -> Path:
     return base
 
 
-def _kernel_manager() -> AsyncKernelManager:
+def _kernel_manager(sockets: Path) -> AsyncKernelManager:
     """A ``python3`` kernel that talks over Unix sockets of its own, not TCP.
 
     A TCP kernel's ports are picked free by the client and bound later by the kernel; with several kernels starting
     at once, another kernel's client connection can take one in between ("ZMQError: Address already in use", then
     "Kernel died before replying to kernel_info": it failed CI once). IPC sockets are files: each kernel gets an
-    absolute path prefix of its own in ``$JUPYTER_RUNTIME_DIR`` (jupyter_client's default prefix is relative to the
-    working directory, which the kernel and this process do not share)."""
-    prefix = Path(os.environ["JUPYTER_RUNTIME_DIR"]) / f"kernel-{uuid.uuid4().hex[:12]}"
+    absolute path prefix of its own in ``sockets`` (jupyter_client's default prefix is relative to the working
+    directory, which the kernel and this process do not share)."""
+    prefix = sockets / f"kernel-{uuid.uuid4().hex[:12]}"
     return AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(prefix))
 
 
-async def _execute(path: Path, project: Path,
+async def _execute(path: Path, project: Path, sockets: Path,
                    probe: bool = True) -> tuple[nbformat.NotebookNode, float, BaseException | None]:
     nb = nbformat.read(path, as_version=4)
     if probe:
         nb.cells.append(nbformat.v4.new_code_cell(KERNEL_PROBE))
-    client = NotebookClient(nb, km=_kernel_manager(), timeout=300, resources={"metadata": {"path": str(project)}})
+    client = NotebookClient(nb, km=_kernel_manager(sockets), timeout=300,
+                            resources={"metadata": {"path": str(project)}})
     tic = time.perf_counter()
     try:
         await client.async_execute()
@@ -178,15 +178,14 @@ def _execute_all(project: Path, tmp_path_factory, probe: bool = True,
     error)."""
     paths = notebook_paths() if paths is None else paths
     jupyter_dir = _kernelspec_dir(tmp_path_factory.mktemp("jupyter"))
-    # A short runtime dir: the kernels' connection files and IPC sockets live there, and a socket's path must stay
-    # under the OS limit (108 bytes on Linux), which pytest's deep temporary paths can pass.
-    with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory(prefix="nb") as runtime:
+    # The kernels' IPC sockets go in a short temporary dir: a socket's path must stay under the OS limit (108 bytes
+    # on Linux), which pytest's deep temporary paths can pass.
+    with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory(prefix="nb") as sockets:
         patch.setenv("STUDY_ROOT", str(project))
         patch.setenv("JUPYTER_PATH", str(jupyter_dir))  # searched before the user's and the system's dirs
-        patch.setenv("JUPYTER_RUNTIME_DIR", runtime)
 
         async def run_all():
-            return await asyncio.gather(*(_execute(path, project, probe) for path in paths))
+            return await asyncio.gather(*(_execute(path, project, Path(sockets), probe) for path in paths))
 
         results = asyncio.run(run_all())
     return {path.stem: result for path, result in zip(paths, results)}

@@ -39,7 +39,8 @@ NUMBERS = [
            claim="lad_dwconv_vs_lad_pool_clean"),
     number("one line: attention - mean", "attention over a global mean {-mean})", LADDER_CLAIMS,
            claim="lad_mean_vs_lad_nopos_clean"),
-    number("one line: inconclusive clean steps", "no clean effect shown (±{min(bound):.1f} to ±{max(bound):.1f});", LADDER_CLAIMS, claim=LADDER_INCONCLUSIVE),
+    number("one line: inconclusive clean steps", "no clean effect shown (±{min(bound):.1f} to ±{max(bound):.1f});",
+           LADDER_CLAIMS, claim=LADDER_INCONCLUSIVE),
     number("one line: SGD - AdamW on the ResNet", "SGD for AdamW on the ResNet: none beyond ±{bound:.1f}.",
            LADDER_CLAIMS, claim="resnet_vs_resnet_adamw_clean"),
     number("one line: GPU seeds", "({seeds} seeds, 10 epochs, exploratory)", GPU_GAPS, comparison="vit - resnet"),
@@ -183,7 +184,8 @@ NUMBERS = [
            "{min(100 * delta_mean):+.2f} to {max(100 * delta_mean):+.2f} for all three", SMALL_BUDGET),
 
     # ----- Findings: the ladder (5 seeds, its own plan) -----
-    number("ladder: tests and seeds", "offset control, {rows} tests, one Holm family), {seeds} seeds, none at 2× budget:", LADDER_TESTS),
+    number("ladder: tests and seeds",
+           "offset control, {rows} tests, one Holm family), {seeds} seeds, none at 2× budget:", LADDER_TESTS),
     number("ladder: global mean - attention, clean", "| global mean − attention {mean} ({adj_low} to {adj_high});",
            LADDER_CLAIMS, claim="lad_mean_vs_lad_nopos_clean"),
     number("ladder: 3x3 pooling - mean, clean", "; 3×3 pooling − mean {mean} ({adj_low} to {adj_high});",
