@@ -249,10 +249,13 @@ def study_raw(file: str) -> dict:
 
 
 def load_study(file: str):
-    """The validated parameters of a study of :func:`study_files` (see :func:`study_raw`)."""
+    """The validated parameters of a study of :func:`study_files` (see :func:`study_raw`), every section checked."""
     from study.core.config import parse_params
+    from study.tools.check import check_sections
 
-    return parse_params(study_raw(file), source=file if file == "params.yaml" else f"configs/{file}")
+    params = parse_params(study_raw(file), source=file if file == "params.yaml" else f"configs/{file}")
+    check_sections(params)  # every question's own section too
+    return params
 
 
 def dvc(*args: str, cwd: Path, check: bool = True):
@@ -278,17 +281,26 @@ SLOW_FIXTURES = {
     "smoke_study": "a whole `dvc repro` of the smoke preset",
     "reference": "a real training run (tests/faults/test_faults.py)",
     "interrupted": "a training run stopped by Ctrl-C (tests/faults/test_faults.py)",
-    "smoke_run": "`study gpu-acceptance --smoke`, with its scratch `dvc repro` (tests/infra/test_gpu_acceptance.py)",
+    "smoke_run": "`study gpu-acceptance --smoke`, with its scratch `dvc repro` "
+                 "(tests/benchmarks/test_gpu_acceptance.py)",
     "kit": "the device kit's offline install (tests/infra/test_device_kit.py)",
     "two_logical_gpus": "a local Ray instance (tests/infra/test_engine_gpus.py)",
 }
 
 
 def pytest_collection_modifyitems(items) -> None:
-    """Mark every test that uses one of ``SLOW_FIXTURES`` as slow."""
+    """Mark every test that uses one of ``SLOW_FIXTURES`` as slow, and give each test its xdist group.
+
+    The suite runs on two pytest-xdist workers (pyproject's ``addopts``: ``--dist loadgroup``), a group to a worker:
+    a test file is a group, so its module fixtures are built once; every file with a test of the shared smoke study
+    is one group, "smoke", so that ``dvc repro`` of the smoke preset runs once and the tests that edit that project
+    (a parameter, a module) never run at the same time as another test reading it."""
+    smoke_files = {item.path for item in items if "smoke_study" in getattr(item, "fixturenames", ())}
     for item in items:
         if SLOW_FIXTURES.keys() & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        group = "smoke" if item.path in smoke_files else item.path.relative_to(ROOT).as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

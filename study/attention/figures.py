@@ -1,4 +1,4 @@
-"""Figures of the attention analysis (:mod:`study.attention.maps`, :mod:`study.attention.study`):
+"""Figures of the attention analysis (:mod:`study.attention.maps`, :mod:`study.attention.locality`):
 mean attention distance per head against depth (Dosovitskiy et al. 2021, Fig. 7; Raghu et al. 2021, Fig. 3)
 and per-head class-token maps beside attention rollout. Style and saving: :mod:`study.outputs.figure_style`."""
 

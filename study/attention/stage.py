@@ -11,17 +11,20 @@ import numpy as np
 
 from study import attention, priors
 from study.core import runtime
-from study.attention import study as A
-from study.priors import gates as G
+from study.attention import locality
+from study.priors import gates as convit_gates
 from study.attention.figures import attention_distance_plot, gates_figure, run_maps_figure
 from study.outputs.figure_style import save_figure
 from study.runs.table import collect_runs
 from study.runs.load import analysis_images, load_models
 from study.core.config import Params
+from study.attention.params import attention_params
+from study.runs.inspected import inspected_seed
+from study.stats.confidence import confidence
 from study.data.scramble import scramble_images, setting_scramble
 from study.core.errors import StudyError
 from study.core.io import atomic_dir
-from study.models import has_attention
+from study.archs import traits
 from study.outputs.tables import write_table
 from study.core.entry import add_analysis_arguments
 from study.core.entry import configured
@@ -39,11 +42,11 @@ def main(args: argparse.Namespace) -> str:
 def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: Path) -> str:
     tic = time.perf_counter()
     device = runtime.pick_device(params.train.device)
-    a, conf = params.analysis, params.analysis.curves.confidence
+    settings, conf, inspected = attention_params(params), confidence(params), inspected_seed(params)
     runs = collect_runs(runs_dir)
-    trained = {(name, A.TRAINED, fraction, seed): loaded for seed in params.seeds
+    trained = {(name, locality.TRAINED, fraction, seed): loaded for seed in params.seeds
                for (name, fraction), loaded in load_models(runs, seed, device).items()
-               if has_attention(loaded[0])}
+               if traits(loaded[1].arch, loaded[1].arch_args).attention}
     if not trained:
         raise StudyError("attention: no ViT-family model among the runs; add a 'vit', 'deit', 'convit' or "
                          "'vit_convstem' model")
@@ -53,28 +56,29 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
     smallest, full = fractions[0], fractions[-1]
     # The baseline: each model and seed at initialisation (the same weights at every fraction: the seed alone
     # draws them), read from the full-data run's init.pt.
-    initial = {(name, A.INIT, float("nan"), seed): loaded for seed in params.seeds
+    initial = {(name, locality.INIT, float("nan"), seed): loaded for seed in params.seeds
                for (name, fraction), loaded in load_models(runs, seed, device, weights="init.pt").items()
-               if fraction == full and (name, A.TRAINED, fraction, seed) in trained}
-    images = analysis_images(prepared, a.attention.images)
-    heads = A.head_statistics({**trained, **initial}, images, 64, device)
-    layers = A.layer_statistics(heads)
-    trained_layers = layers[layers["state"] == A.TRAINED]
-    per_layer = A.distance_per_layer(trained_layers)
-    shown_states = A.shown_conditions(heads, smallest, full)
-    shown = images[: a.attention.show]
-    share, pct = A.LOCAL_SHARE, f"{conf:.0%}"
+               if fraction == full and (name, locality.TRAINED, fraction, seed) in trained}
+    images = analysis_images(prepared, settings.images)
+    heads = locality.head_statistics({**trained, **initial}, images, 64, device)
+    layers = locality.layer_statistics(heads)
+    trained_layers = layers[layers["state"] == locality.TRAINED]
+    per_layer = locality.distance_per_layer(trained_layers)
+    shown_states = locality.shown_conditions(heads, smallest, full)
+    shown = images[: settings.show]
+    share, pct = locality.LOCAL_SHARE, f"{conf:.0%}"
     # ConViT's gates (none for the other models): per run, and how they move from the smallest fraction to the largest
-    gates = G.gate_rows({(name, fraction, seed): model for (name, _, fraction, seed), (model, _) in trained.items()})
+    gates = convit_gates.gate_rows({(name, fraction, seed): model
+                                    for (name, _, fraction, seed), (model, _) in trained.items()})
     sizes = runs.groupby("fraction")["train_images"].first()
-    gate_summary = G.gate_summary(gates, conf).assign(train_images=lambda d: d["fraction"].map(sizes))
+    gate_summary = convit_gates.gate_summary(gates, conf).assign(train_images=lambda d: d["fraction"].map(sizes))
     with atomic_dir(figures) as tmp:
         save_figure(attention_distance_plot(shown_states, columns="condition", local_share=share),
                     tmp / attention.DISTANCE, shown_states)
         for (name, _, fraction, seed), (model, spec) in trained.items():
-            if fraction != full or seed != a.seed:
+            if fraction != full or seed != inspected:
                 continue
-            maps = A.attention_maps(model, spec, shown, device)
+            maps = locality.attention_maps(model, spec, shown, device)
             # the maps lie on the token grid the model sees: a scrambled model's are drawn over its scrambled images
             seen = shown if spec.scramble is None else scramble_images(
                 shown, setting_scramble(spec.scramble, spec.image_size, spec.image_size))
@@ -90,18 +94,18 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
         write_table(heads, tmp / attention.HEADS_SEEDS,
                     "Mean attention distance (px) and entropy (nats) of every head, per run; state init = the "
                     "run's seed before training (fraction --).", 3)
-        write_table(A.head_table(heads, conf), tmp / attention.HEADS,
+        write_table(locality.head_table(heads, conf), tmp / attention.HEADS,
                     f"Per layer, the k-th most local head (rank 0 = most local within each seed): distance "
                     f"mean and {pct} t-interval over seeds, mean entropy; uniform-attention references.", 3)
-        write_table(A.layer_table(layers, conf), tmp / attention.LAYERS,
+        write_table(locality.layer_table(layers, conf), tmp / attention.LAYERS,
                     f"Per layer over seeds: most local head per seed, its distance (mean, {pct} t-interval), "
                     f"mean distance over heads (mean, {pct} t-interval), heads below {share:g} x uniform distance "
                     f"(mean), mean entropy ({pct} t-interval).", 3)
-        write_table(A.contrasts(layers, conf), tmp / attention.CONTRASTS,
+        write_table(locality.contrasts(layers, conf), tmp / attention.CONTRASTS,
                     "Most-local-head distance at full data minus initialisation / minus the smallest fraction, "
                     "paired by seed; intervals Holm-adjusted over each model's contrasts; equivalence bound where "
                     "an interval includes 0.", 3)
-        write_table(A.model_contrasts(layers, pairs, conf), tmp / attention.MODEL_CONTRASTS,
+        write_table(locality.model_contrasts(layers, pairs, conf), tmp / attention.MODEL_CONTRASTS,
                     f"One model's attention distance minus another's (most local head; mean over heads) per state, "
                     f"fraction and layer, paired by seed: mean, {pct} t-interval, and the interval Holm-adjusted over "
                     "each pair and measure; equivalence bound where it includes 0.", 3)
@@ -112,7 +116,7 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
             write_table(gate_summary, tmp / priors.GATES,
                         f"ConViT: head-mean gate per block and fraction, mean and {pct} "
                         "t-interval over seeds.", 4)
-            write_table(G.gate_contrasts(gates, conf), tmp / priors.GATE_CONTRASTS,
+            write_table(convit_gates.gate_contrasts(gates, conf), tmp / priors.GATE_CONTRASTS,
                         "ConViT: head-mean gate at the largest "
                         "fraction minus the smallest, per block, paired by seed; intervals Holm-adjusted across a "
                         "model's blocks; negative = the gates open (less positional); equivalence bound where an "

@@ -86,7 +86,7 @@ def paired_runs(runs: pd.DataFrame, longer: pd.DataFrame, factor: float, fractio
     """One row per (model, checked fraction, seed) trained at both budgets: both runs' test top-1 and steps, and
     ``delta`` = longer − study's. ``runs`` and ``longer`` are :func:`study.runs.table.collect_runs` tables of the
     study's runs and of the longer ones, each with a ``factor`` column (:func:`with_factors`); runs outside
-    ``fractions``, ``models`` and ``seeds`` (left-overs of earlier params) are ignored.
+    ``fractions``, ``models`` and ``seeds`` (runs of other parameters left in the folders) are ignored.
 
     Raises :class:`StudyError` when a longer run was trained at another factor, a run of the study's budget is not
     one, or a checked model x fraction has no pair at all.
@@ -142,8 +142,8 @@ def verdict(low: float, high: float, tolerance: float, seeds: int) -> str:
 
 
 def rejudged(cells: pd.DataFrame) -> pd.DataFrame:
-    """A per-cell table written before the one-sided rule (no column ``not_budget_bound``; the committed preset
-    studies' tables) with its verdicts given again by :func:`verdict` from its own adjusted intervals, tolerance and
+    """A per-cell table without the one-sided rule's column ``not_budget_bound`` (the committed preset studies'
+    tables) with its verdicts given again by :func:`verdict` from its own adjusted intervals, tolerance and
     seeds, and the column added after ``verdict``; a current table is returned as it is. Only the verdict of an
     interval wholly at or below ``+tolerance`` but not inside ``±tolerance`` changes (undetermined to not
     budget-bound), and "no inference" becomes "too few seeds"."""

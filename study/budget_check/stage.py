@@ -13,11 +13,12 @@ import argparse
 from pathlib import Path
 
 from study import budget_check
-from study.budget_check import check as B
+from study.budget_check.check import VERDICTS, budget_check_table, extra_seed_runs, paired_runs, with_factors
 from study.budget_check.figures import budget_check_figure
 from study.outputs.figure_style import save_figure
 from study.runs.table import collect_runs
 from study.core.config import Params
+from study.stats.confidence import confidence
 from study.core.errors import StudyError
 from study.core.io import atomic_dir
 from study.outputs.tables import write_table
@@ -43,12 +44,12 @@ def run(params: Params, runs_dir: Path, longer_dir: Path, figures: Path, tables:
         with atomic_dir(tables), atomic_dir(figures):
             pass
         return f"budget_check: no fraction checked (budget_check.fractions is empty) -> {tables}"
-    conf = params.analysis.curves.confidence
-    study_runs, longer = B.extra_seed_runs(B.with_factors(collect_runs(runs_dir)),
-                                           B.with_factors(collect_runs(longer_dir)), check.seeds)
-    pairs = B.paired_runs(study_runs, longer, check.factor, check.fractions, params.trained_models,
+    conf = confidence(params)
+    study_runs, longer = extra_seed_runs(with_factors(collect_runs(runs_dir)),
+                                           with_factors(collect_runs(longer_dir)), check.seeds)
+    pairs = paired_runs(study_runs, longer, check.factor, check.fractions, params.trained_models,
                           params.check_seeds)
-    cells = B.budget_check_table(pairs, conf, check.tolerance)
+    cells = budget_check_table(pairs, conf, check.tolerance)
     tol = f"{100 * check.tolerance:g} point{'' if 100 * check.tolerance == 1 else 's'}"
     pct, x = f"{conf:.0%}", f"x{check.factor:g}"
     with atomic_dir(tables) as tmp:
@@ -62,6 +63,6 @@ def run(params: Params, runs_dir: Path, longer_dir: Path, figures: Path, tables:
     with atomic_dir(figures) as tmp:
         save_figure(budget_check_figure(cells), tmp / budget_check.FIGURE, cells)
     counts = cells["verdict"].value_counts()
-    verdicts = ", ".join(f"{int(counts[v])} {v}" for v in B.VERDICTS if v in counts)
+    verdicts = ", ".join(f"{int(counts[v])} {v}" for v in VERDICTS if v in counts)
     return (f"budget_check: {len(pairs)} run pairs at {x} the budget, {len(cells)} model x fraction cells: "
             f"{verdicts} -> {figures}, {tables}")

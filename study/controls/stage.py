@@ -17,10 +17,13 @@ from pathlib import Path
 import pandas as pd
 
 from study import controls, robustness
-from study.controls import contrasts as C
+from study.controls import contrasts
 from study.controls.conditions import grid_pairs
 from study.controls.figures import controls_figure
 from study.core.config import INPUT_SHAPES, Params
+from study.controls.params import controls_params
+from study.plan.params import plan_params
+from study.stats.confidence import confidence
 from study.core.entry import configured
 from study.robustness.reading import add_reader_arguments
 from study.core.errors import StudyError
@@ -45,30 +48,30 @@ def run(params: Params, robustness_tables: Path, figures: Path, tables: Path) ->
     if not source.is_file():
         raise StudyError(f"{source}: no robustness per-run table; run the robustness stage first (dvc repro robustness)")
     table = pd.read_csv(source)
-    conf = params.analysis.curves.confidence
-    configured_pairs = C.comparison_pairs(table["model"].unique(), params.analysis.controls.pairs)
-    diffs = C.paired_differences(table, configured_pairs)
-    pooled = C.pooled_contrasts(diffs, conf)
+    conf, settings = confidence(params), controls_params(params)
+    configured_pairs = contrasts.comparison_pairs(table["model"].unique(), settings.pairs)
+    diffs = contrasts.paired_differences(table, configured_pairs)
+    pooled = contrasts.pooled_contrasts(diffs, conf)
     grid = occlusion_grid(params)
     patch = INPUT_SHAPES[params.data.dataset][0] // grid
     pairs = grid_pairs(table, grid, patch, OCCLUSION_SHARE)
-    on_off = C.grid_table(pooled, diffs, pairs, conf) if not pooled.empty else pd.DataFrame()
+    on_off = contrasts.grid_table(pooled, diffs, pairs, conf) if not pooled.empty else pd.DataFrame()
     headline = [c for pair in pairs for c in (pair.on_grid, *pair.off_grid)]
-    family = max(1, len(params.analysis.controls.pairs))
-    plan = params.analysis.plan
+    family = max(1, len(settings.pairs))
+    plan = plan_params(params)
     effect, power_target, alpha = ((plan.effects.robustness, plan.power, plan.alpha) if plan is not None
                                    else (0.05, 0.8, 1 - conf))
-    power = C.power_table(diffs, headline, effect, power_target, alpha, family)
-    per_fraction = C.fraction_contrasts(table, configured_pairs, conf)
+    power = contrasts.power_table(diffs, headline, effect, power_target, alpha, family)
+    per_fraction = contrasts.fraction_contrasts(table, configured_pairs, conf)
     shuffle = pairs[0] if pairs and pairs[0].on_grid[0] == "rearrangement" else None  # the patch-grid shuffle
-    retention = (C.retention_table(table, configured_pairs, shuffle.on_grid, shuffle.off_grid[0], conf)
+    retention = (contrasts.retention_table(table, configured_pairs, shuffle.on_grid, shuffle.off_grid[0], conf)
                  if shuffle is not None else pd.DataFrame())
-    twin = params.analysis.controls.position
+    twin = settings.position
     position = retention[retention["comparison"] == f"{twin[0]} - {twin[1]}"] if twin and len(retention) else None
     pct = f"{conf:.0%}"
     images = f"{int(table['images'].min()):,} test images per run"
     with atomic_dir(tables) as tmp:
-        write_table(pooled, tmp / controls.POOLED, paper=C.compact_pooled(pooled), caption=
+        write_table(pooled, tmp / controls.POOLED, paper=contrasts.compact_pooled(pooled), caption=
                     ("Each comparison under each condition, pooled over the fractions with the seed as the unit "
                     "(each seed's mean contrast over the fractions, and each seed's slope per decade of training "
                     f"images; df = seeds - 1), in points of top-1 on {images}: {pct} intervals raw and "

@@ -82,7 +82,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     known = _ordered_commands()
     for name, (module, path) in known.items():
         # Only the list of commands (`study`, `study --help`, a misspelt command) shows every command's help line;
-        # reading all their sources took a tenth of a second of every stage's start, so a command reads its own.
+        # reading all their sources costs a tenth of a second at every stage's start, so a command reads its own.
         help = _help(path) if command not in known or name == command else None
         p = sub.add_parser(name, help=help, description=help)
         p.add_argument("--params", type=Path, default=Path("params.yaml"),

@@ -1,17 +1,20 @@
-"""Typed, frozen parameters: one dataclass per ``params.yaml`` section, validated once at the edge.
+"""Typed, frozen parameters of the sections every stage may read: the data, the models and their recipes, the
+budget, distillation, training and the budget check; validated once at the edge.
 
 Every stage command calls :func:`load_params` before doing any work. A bad file gives one
 :class:`~study.core.errors.StudyError` line naming the key, the bad value and what is allowed; nothing is
 written. Library code never sees this object whole: stage commands pick the fields each function needs.
+
+The analyses' sections (``analysis.*``) and the engine's (``engine``) are schemas of their own, each next to the
+code that reads it (``study/<question>/params.py``), read through :func:`section` by the stages that need them:
+a stage's dependencies hold its own section's schema and none other, so an edit to an analysis schema leaves
+every training run as it is. ``study check`` validates every section (study.tools.check).
 
 Validation is pydantic's (field types, ranges, unknown keys); the cross-section rules that pydantic
 cannot express (a teacher must be a trained baseline, …) are in :func:`_check_cross_references`. What needs a
 library to check is checked where it is used, and by ``study check``: the architectures by the stages that build
 models (:func:`study.models.check_archs`), the probes by the robustness stage (:func:`study.robustness.grids.
 check_robustness`). This module imports neither, so the data stages run (and depend on) no model or probe code.
-
-Longer than most modules (about 400 lines) because it is the whole schema, one section after another: a reader
-looking up a key finds every key here.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ INPUT_SHAPES = {"fashionmnist": (28, 1), "cifar10": (32, 3), "cifar100": (32, 3)
 NUM_CLASSES = {"fashionmnist": 10, "cifar10": 10, "cifar100": 100, "digits": 10}
 
 _FROZEN = ConfigDict(extra="forbid")
+# The sections of ``analysis`` and the keys of ``engine``: each one's schema lives with the question that reads it
+# (study.<question>.params); ``study check`` validates them all (study.tools.check).
+ANALYSIS_SECTIONS = ("seed", "cka", "attention", "curves", "robustness", "controls", "plan")
+ENGINE_KEYS = ("cpus_per_run", "gpus_per_run")
 
 
 @dataclass(frozen=True, config=_FROZEN)
@@ -156,209 +163,6 @@ class TrainParams:
 
 
 @dataclass(frozen=True, config=_FROZEN)
-class CkaParams:
-    images: StrictInt = Field(default=2000, ge=4)  # test images the representations are taken on
-    batch_size: StrictInt = Field(default=250, ge=4)  # unbiased HSIC needs n >= 4 per batch
-    kernel: Literal["linear", "rbf"] = "linear"
-    rbf_threshold: StrictFloat = Field(default=1.0, gt=0.0)
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class AttentionParams:
-    images: StrictInt = Field(default=128, gt=0)  # images averaged for mean attention distance
-    show: StrictInt = Field(default=4, gt=0)  # images drawn in the attention-map figures
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class CurvesParams:
-    confidence: StrictFloat = Field(default=0.95, gt=0.0, lt=1.0)
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class ControlsParams:
-    """Stage ``controls``: each listed arm against the model it changes one thing of (``[arm, against]``), on the
-    clean test images and under every robustness probe, paired by seed, one model over the fractions."""
-
-    pairs: tuple[tuple[StrictStr, StrictStr], ...] = ()
-    # A ViT without position embedding and the ViT it is a twin of, [twin, vit]: whether the twin keeps more of its
-    # accuracy under the patch-grid shuffle, per fraction (the position hypothesis); none: not asked.
-    position: tuple[StrictStr, StrictStr] | None = None
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class OcclusionParams:
-    """Random cell drop (Naseer et al. 2021): shares of the cells of a grid set to black per image."""
-
-    # Cells per side: the ViT's patch grid (checked against its patch size); none given = that grid.
-    grid: StrictInt | None = Field(default=None, ge=1)
-    shares: tuple[StrictFloat, ...] = (0.25, 0.5, 0.75, 0.9)  # 0 is the clean image, scored anyway
-    offset: StrictBool = True  # also the same grid moved by half a cell, its cells straddling the ViT's tokens
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class RearrangementParams:
-    """Patch shuffle (Naseer et al. 2021): the cells of each grid permuted per image; include the patch grid."""
-
-    # Cells per side; none given = every grid of cells at least 2 px wide that divides the image, and the ViT's
-    # patch grid (28 px: 2, 4, 7, 14), so a params file that names no grid is valid for any dataset.
-    grids: tuple[StrictInt, ...] | None = None
-    # Grids also shuffled with the grid moved by half a cell (cyclically), so that its cells straddle the ViT's
-    # tokens: the same number of cells of the same size permuted, off the patch grid (variant "offset").
-    offset_grids: tuple[StrictInt, ...] = ()
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class TranslationParams:
-    """Shifts with zero fill along x, y and the diagonal (Azulay & Weiss 2019); 1 px also gives consistency."""
-
-    shifts: tuple[StrictInt, ...] = (1, 2, 4)
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class CorruptionParams:
-    """An MNIST-C-style suite (study.robustness.probes.CORRUPTIONS) at the given severities (1-5)."""
-
-    names: tuple[StrictStr, ...] = ("shot_noise", "motion_blur", "rotate", "fog")
-    severities: tuple[StrictInt, ...] = (1, 3, 5)
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class RobustnessParams:
-    """The robustness probes of every run (stage ``robustness``; docs/robustness.md)."""
-
-    images: StrictInt = Field(default=2000, ge=1)  # a fixed random subset of the test set (all of it if smaller)
-    seed: StrictInt = Field(default=0, ge=0)  # draws that subset and every probe's random choices
-    batch_size: StrictInt = Field(default=250, gt=0)  # images probed and scored at once
-    occlusion: OcclusionParams = OcclusionParams()
-    rearrangement: RearrangementParams = RearrangementParams()
-    translation: TranslationParams = TranslationParams()
-    corruptions: CorruptionParams = CorruptionParams()
-    # Score each ViT/DeiT run a second time with every attention row uniform, as "<model>@uniform" (the accuracy
-    # its attention carries; study.models.ablations). False leaves the variant out and the stage's time unchanged.
-    uniform_attention: StrictBool = True
-
-
-# The probes a planned condition may name, as the robustness stage's tables name them (study.robustness.scoring).
-PROBE_NAMES = ("clean", "occlusion", "rearrangement", "translation", "corruption")
-# A model name with this suffix is the trained model scored with uniform attention (study.robustness.UNIFORM).
-UNIFORM_SUFFIX = "@uniform"
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class ClaimParams:
-    """One primary claim of the analysis plan: ``arm − against`` in test top-1 under ``condition``, paired by seed
-    and averaged over the fractions, in ``direction`` (+1: the arm ahead, −1: behind, 0: any difference).
-
-    With a ``control`` (a condition whose damage matches ``condition``'s in amount, e.g. the same shuffle off the
-    ViT's patch grid) the claim is also tested as an interaction: per seed, the contrast under ``condition`` minus
-    the contrast under ``control``. "Only under ``condition``" needs that interaction to exclude 0 and the contrast
-    under ``control`` to lie inside the smallest effect of interest (study.stats.verdicts)."""
-
-    name: StrictStr  # a short identifier, as the tables name the claim
-    claim: StrictStr  # the claim in words, as the findings table prints it
-    arm: StrictStr
-    against: StrictStr
-    condition: tuple[StrictStr, StrictStr, float]  # (probe, variant, level), as the robustness tables key them
-    direction: Literal[-1, 0, 1] = 0
-    control: tuple[StrictStr, StrictStr, float] | None = None
-    control_means: StrictStr = ""  # what the control varies, in words ("off the ViT's patch grid")
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class PlanEffects:
-    """The smallest effects of interest (shares of top-1): what the plan is powered to detect, and the margin a
-    "no effect" must lie within."""
-
-    clean: StrictFloat = Field(default=0.02, gt=0.0, lt=1.0)  # a contrast on the clean test images
-    robustness: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # a contrast, or an interaction, under a probe
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class LadderCondition:
-    """A condition every step of a ladder is tested under, with its matched control (as a claim's)."""
-
-    name: StrictStr  # a short tag for the claims' names ("clean", "shuffle_7")
-    words: StrictStr  # the condition in words, as a claim prints it ("on clean images")
-    condition: tuple[StrictStr, StrictStr, float]
-    control: tuple[StrictStr, StrictStr, float] | None = None
-    control_means: StrictStr = ""
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class LadderParams:
-    """A ladder (study.models.ladder; ConvNeXt's design, Liu et al. 2022, run backwards): models each one change from
-    the one before. Every adjacent step (``rungs[k+1] − rungs[k]``) and every ``side`` pair ([arm, against]) is a
-    claim of the plan under each of ``conditions``, testing any difference (direction 0): the plan's claims are
-    the ones it lists and these (:meth:`claims`), one Holm family."""
-
-    rungs: tuple[StrictStr, ...] = Field(min_length=2)
-    conditions: tuple[LadderCondition, ...] = Field(min_length=1)
-    side: tuple[tuple[StrictStr, StrictStr], ...] = ()
-
-    def pairs(self) -> tuple[tuple[str, str], ...]:
-        """``(arm, against)``: each step up the ladder, then the side pairs."""
-        return tuple(zip(self.rungs[1:], self.rungs[:-1])) + tuple(tuple(pair) for pair in self.side)
-
-    def claims(self) -> tuple[ClaimParams, ...]:
-        return tuple(ClaimParams(name=f"{arm}_vs_{against}_{c.name}", claim=f"{arm} differs from {against} {c.words}",
-                                 arm=arm, against=against, condition=c.condition, direction=0, control=c.control,
-                                 control_means=c.control_means)
-                     for arm, against in self.pairs() for c in self.conditions)
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class PlanParams:
-    """The analysis plan (stage ``plan``): the primary claims, judged together as one Holm family; every other
-    interval the study reports is exploratory (no verdict). params.yaml says why each value was chosen."""
-
-    # Whether the plan was written before the runs it judges ("before_runs") or after some of them ("after_runs");
-    # `history` says when, and what had been seen. The report prints both.
-    declared: Literal["before_runs", "after_runs"]
-    history: StrictStr
-    seeds: StrictInt = Field(ge=3)  # the seeds the verdicts rest on (at least; a study may run more)
-    images: StrictInt = Field(default=10000, ge=1)  # test images each planned condition is scored on (all, if fewer)
-    effects: PlanEffects = PlanEffects()
-    alpha: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)  # two-sided level of the family, before Holm
-    power: StrictFloat = Field(default=0.8, gt=0.0, lt=1.0)  # the power the seeds needed are computed for
-    claims: tuple[ClaimParams, ...] = ()  # with a ladder, followed by its claims (parse_params adds them)
-    ladder: LadderParams | None = None
-
-    def conditions(self) -> tuple[tuple[str, str, float], ...]:
-        """Every condition a claim names (its own and its control), each once, in the plan's order."""
-        keys = [key for c in self.claims for key in (c.condition, c.control) if key is not None]
-        return tuple(dict.fromkeys((probe, variant, float(level)) for probe, variant, level in keys))
-
-    def models(self) -> tuple[str, ...]:
-        """Every model a claim names, each once (``<model>@uniform`` included as named)."""
-        return tuple(dict.fromkeys(name for c in self.claims for name in (c.arm, c.against)))
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class AnalysisParams:
-    seed: StrictInt = Field(default=0, ge=0)  # the training seed whose runs CKA/attention inspect
-    cka: CkaParams = CkaParams()
-    attention: AttentionParams = AttentionParams()
-    curves: CurvesParams = CurvesParams()
-    robustness: RobustnessParams = RobustnessParams()
-    controls: ControlsParams = ControlsParams()
-    plan: PlanParams | None = None  # none: no primary claims, every interval exploratory
-
-
-@dataclass(frozen=True, config=_FROZEN)
-class EngineParams:
-    """What ``study run`` (study/infra/engine) reserves on Ray for each stage. No stage depends on it in dvc.yaml:
-    it decides where and how many stages run at once, not what they compute."""
-
-    # CPUs reserved per training run, and its torch intra-op threads. None: train.threads, the threads
-    # `dvc repro` trains with (0 = torch's default, all of a node's cores), so results stay identical;
-    # fewer threads run more stages at once but change a CPU run's last bits (docs/pipeline.md, "Running stages
-    # in parallel").
-    cpus_per_run: StrictInt | None = Field(default=None, ge=1)
-    # Share of one GPU reserved per stage on a cluster with GPUs (0.25: four runs per GPU); ignored without one.
-    gpus_per_run: StrictFloat = Field(default=0.25, ge=0.0, le=1.0)
-
-
-@dataclass(frozen=True, config=_FROZEN)
 class Params:
     data: DataParams
     fractions: tuple[StrictFloat, ...] = Field(min_length=1)
@@ -370,8 +174,13 @@ class Params:
     # stages, a matrix over that list, vanish for ``distill: []``; parse_params hands this field the one or None.
     distill: DistillParams | None = None
     train: TrainParams = TrainParams()
-    analysis: AnalysisParams = AnalysisParams()
-    engine: EngineParams = EngineParams()  # optional: only `study run` reads it
+    # The analyses' sections, each validated by the question that reads it (:func:`section`), so that a stage
+    # depends on its own section's schema and no other: editing an analysis schema leaves the training stages as
+    # they are. Here only their names are checked (a misspelt section fails at once, not silently as a default).
+    analysis: dict[StrictStr, Any] = Field(default_factory=dict)
+    engine: dict[StrictStr, Any] = Field(default_factory=dict)  # optional: only `study run` reads it
+    # Where these parameters came from, for the sections' error lines; set by parse_params, not a key of the file.
+    source: str = dataclasses.field(default="params", init=False, compare=False, repr=False)
     budget_check: BudgetCheckParams | None = None  # optional: none = no budget check
 
     @property
@@ -409,25 +218,35 @@ def parse_params(raw: Any, source: str = "params") -> Params:
         params = TypeAdapter(Params).validate_python(raw)
     except ValidationError as err:
         raise StudyError(_first_error(err, source)) from None
-    params = _with_ladder_claims(params)
+    object.__setattr__(params, "source", source)  # frozen: set once, here
     _check_cross_references(params, source)
     return params
 
 
-def _with_ladder_claims(p: Params) -> Params:
-    """``p`` with its plan's ladder (if any) written out as claims after the listed ones: every reader of the plan
-    sees one list of claims."""
-    plan = p.analysis.plan
-    if plan is None or plan.ladder is None:
-        return p
-    listed = tuple(c for c in plan.claims if c not in plan.ladder.claims())  # each claim once
-    plan = dataclasses.replace(plan, claims=listed + plan.ladder.claims())
-    return dataclasses.replace(p, analysis=dataclasses.replace(p.analysis, plan=plan))
+_MISSING = object()
 
 
-def _first_error(err: ValidationError, source: str) -> str:
+def section(params: Params, key: str, schema: Any, default: Any = _MISSING) -> Any:
+    """The section ``key`` of ``params`` (``"analysis.robustness"``, ``"engine"``) validated as ``schema`` (a
+    frozen dataclass, or any type pydantic validates); absent, ``default`` (when given) or the schema's defaults.
+    A bad value raises the one-line StudyError that :func:`parse_params` raises for the core sections."""
+    top, *rest = key.split(".")
+    raw = getattr(params, top)
+    for part in rest:
+        raw = raw.get(part, _MISSING) if isinstance(raw, dict) else _MISSING
+    if raw is _MISSING:
+        if default is not _MISSING:
+            return default
+        raw = {}
+    try:
+        return TypeAdapter(schema).validate_python(raw)
+    except ValidationError as err:
+        raise StudyError(_first_error(err, params.source, prefix=key)) from None
+
+
+def _first_error(err: ValidationError, source: str, prefix: str = "") -> str:
     first = err.errors()[0]
-    key = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    key = ".".join([prefix] * bool(prefix) + [str(part) for part in first["loc"]]) or "(top level)"
     if first["type"] == "unexpected_keyword_argument":
         return f"{source}: unknown key '{key}'; remove it or check its spelling"
     if first["type"] in ("missing", "missing_argument", "missing_keyword_argument"):
@@ -474,25 +293,11 @@ def _check_cross_references(p: Params, source: str) -> None:
         if name not in p.models:
             fail(f"baselines: '{name}' has no entry under models (defined: {sorted(p.models)})")
     _check_scramble(p, source)
-    if p.analysis.seed not in p.seeds:
-        fail(f"analysis.seed = {p.analysis.seed}: must be one of seeds {list(p.seeds)}")
-    if p.analysis.cka.batch_size > p.analysis.cka.images:
-        fail("analysis.cka.batch_size must not exceed analysis.cka.images")
     _check_budget_check(p, source)
-    # A pair names models defined under `models` (a typo fails here); one whose models the study does not train
-    # (a preset that drops the student) is skipped by the stage, so presets need not repeat the list.
-    for i, pair in enumerate(p.analysis.controls.pairs):
-        for name in pair:
-            if name not in p.models:
-                fail(f"analysis.controls.pairs[{i}] names '{name}', not a model of the study ({sorted(p.models)}); "
-                     "define it under models or drop the pair from analysis.controls.pairs")
-        if pair[0] == pair[1]:
-            fail(f"analysis.controls.pairs[{i}] compares '{pair[0]}' with itself; name two different models")
-    for name in p.analysis.controls.position or ():
-        if name not in p.models:
-            fail(f"analysis.controls.position names '{name}', not a model of the study ({sorted(p.models)}); name "
-                 "the ViT without position embedding and its ViT")
-    _check_plan(p, source)
+    for part, names in (("analysis", ANALYSIS_SECTIONS), ("engine", ENGINE_KEYS)):
+        for name in getattr(p, part):
+            if name not in names:
+                fail(f"unknown key '{part}.{name}'; remove it or check its spelling ({part} has {', '.join(names)})")
     if p.distill is not None:
         d = p.distill
         if d.student not in p.models:
@@ -503,37 +308,6 @@ def _check_cross_references(p: Params, source: str) -> None:
             fail(f"distill.student = '{d.student}' has arch '{p.models[d.student].arch}'; it needs arch 'deit'")
         if d.kind != "none" and d.teacher not in p.baselines:
             fail(f"distill.teacher = '{d.teacher}' must be one of baselines {list(p.baselines)}")
-
-
-def _check_plan(p: Params, source: str) -> None:
-    """The plan's claims name models the study defines (or their uniform-attention variants), known probes and
-    distinct claim names; it rests on no more seeds than the study runs. Whether each condition is one the
-    robustness stage scores is checked with the probes (study.robustness.grids.check_robustness)."""
-    plan = p.analysis.plan
-    if plan is None:
-        return
-    key = "analysis.plan"
-    if len(p.seeds) < plan.seeds:
-        raise StudyError(f"{source}: {key}.seeds = {plan.seeds} but seeds lists {len(p.seeds)}; run at least "
-                         f"{plan.seeds} seeds or lower {key}.seeds")
-    if plan.ladder is not None:
-        listed_once(plan.ladder.rungs, f"{source}: {key}.ladder.rungs")
-        listed_once([c.name for c in plan.ladder.conditions], f"{source}: {key}.ladder.conditions names")
-    listed_once([c.name for c in plan.claims], f"{source}: {key}.claims names")
-    for i, c in enumerate(plan.claims):
-        for role, name in (("arm", c.arm), ("against", c.against)):
-            if name.removesuffix(UNIFORM_SUFFIX) not in p.models:
-                raise StudyError(f"{source}: {key}.claims[{i}].{role} = '{name}' is not a model of the study "
-                                 f"({sorted(p.models)}, or <model>{UNIFORM_SUFFIX}); define it under models")
-        if c.arm == c.against:
-            raise StudyError(f"{source}: {key}.claims[{i}] compares '{c.arm}' with itself; name two models")
-        for role, condition in (("condition", c.condition), ("control", c.control)):
-            if condition is not None and condition[0] not in PROBE_NAMES:
-                raise StudyError(f"{source}: {key}.claims[{i}].{role} = {list(condition)}: unknown probe "
-                                 f"'{condition[0]}'; choose from {', '.join(PROBE_NAMES)}")
-        if c.control is not None and tuple(c.control) == tuple(c.condition):
-            raise StudyError(f"{source}: {key}.claims[{i}].control is its condition; give the matched condition "
-                             "that differs in the one way the claim is about")
 
 
 def _check_scramble(p: Params, source: str) -> None:

@@ -133,7 +133,8 @@ def read_subset(path) -> np.ndarray:
 
 
 def _manifest_digest(path: Path) -> str | None:
-    """The digest manifest.json records for ``path``; None for folders written before manifests existed."""
+    """The digest manifest.json records for ``path``; None for a folder without a manifest.json (its files are then
+    checked for shape and order only)."""
     # validation.npy sits at the folder's top; a training subset one level down, in s<seed>/ (subset_file)
     root = path.parent.parent if re.fullmatch(r"s\d+", path.parent.name) else path.parent
     manifest = root / "manifest.json"

@@ -4,7 +4,7 @@ its section, the tables they word.
 Read from the ``distillation`` stage's tables: the teacher's top-1 on its own training images and on the
 test set (where it fits its training images, its hard labels are the true labels and add little signal),
 the test-set agreement of each student with it (DeiT, Touvron et al. 2021, Table 4), the paired
-differences in agreement, worded by the same rules as accuracy gaps (:func:`study.efficiency.report.gap_sentences`),
+differences in agreement, worded by the same rules as accuracy gaps (:func:`study.curves.report.gap_sentences`),
 and how often the teacher's label of a student's training view differed from the true one
 (:func:`teacher_view_sentences`): measured, where the teacher's train top-1 only suggests it.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import pandas as pd
 
 from study import distillation
-from study.efficiency.report import gap_sentences
+from study.curves.report import gap_sentences
 from study.outputs.tables import markdown_table
 from study.writing.format import images, interval, percent, reference_data, share
 from study.writing.section import Part, Rows, Sources

@@ -8,11 +8,12 @@ import argparse
 from pathlib import Path
 
 from study import distillation
-from study.distillation import agreement as A
-from study.efficiency.curves import paired_gaps
+from study.distillation import agreement
+from study.curves.efficiency import paired_gaps
 from study.runs.table import collect_runs
 from study.distillation.teacher_views import teacher_view_runs, teacher_view_table
 from study.core.config import Params
+from study.stats.confidence import confidence
 from study.core.io import atomic_dir
 from study.outputs.tables import write_table
 from study.core.entry import configured
@@ -28,7 +29,7 @@ def main(args: argparse.Namespace) -> str:
 
 
 def run(params: Params, runs_dir: Path, tables: Path) -> str:
-    d, conf = params.distill, params.analysis.curves.confidence
+    d, conf = params.distill, confidence(params)
     if d is None or d.kind == "none":
         # No teacher to compare with (distill: [], or kind none): no tables, which the report reads as "no
         # distillation"; the stage stays in the pipeline so that every preset shares one dvc.yaml, and writes a
@@ -39,14 +40,14 @@ def run(params: Params, runs_dir: Path, tables: Path) -> str:
         return f"distillation: no student learns from a teacher in this study -> {tables / distillation.NONE_NOTE}"
     runs = collect_runs(runs_dir)
     students = [d.student, *(m for m in params.baselines if m != d.teacher)]
-    per_run = A.agreement_runs(runs, d.teacher, students)
-    summary = A.agreement_summary(per_run, conf)
+    per_run = agreement.agreement_runs(runs, d.teacher, students)
+    summary = agreement.agreement_summary(per_run, conf)
     whole = per_run[per_run["head"] == "model"]
     pairs = [(d.student, other) for other in students if other != d.student]
     gaps = paired_gaps(whole, pairs, conf, value="agreement")
     views = teacher_view_table(teacher_view_runs(runs), conf)
     with atomic_dir(tables) as tmp:
-        write_table(A.teacher_table(runs, d.teacher, conf), tmp / distillation.TEACHER,
+        write_table(agreement.teacher_table(runs, d.teacher, conf), tmp / distillation.TEACHER,
                     f"The teacher ({d.teacher}) per fraction: top-1 on its own training images and on the test set.")
         write_table(per_run, tmp / distillation.AGREEMENT_RUNS,
                     "Test-set agreement of each run (and head) with its teacher.")

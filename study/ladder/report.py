@@ -15,9 +15,9 @@ import math
 
 import pandas as pd
 
-from study import controls as C
-from study import ladder as L
-from study import plan as P
+from study import controls
+from study import ladder
+from study import plan
 from study.outputs.tables import markdown_table
 from study.plan.report import interval_text as _ci
 from study.stats.verdicts import LARGER, ONLY
@@ -36,7 +36,7 @@ def judged_steps(steps: pd.DataFrame, claims: pd.DataFrame, tests: pd.DataFrame)
     claim's pooled contrast, verdict, scope and the power its contrast test had (the plan's tables). Steps the plan
     did not judge are left out."""
     order = steps.drop_duplicates(["step", "condition"])[["step", "kind", "change", "condition"]]
-    contrast = tests[tests["test"] == P.CONTRAST][["claim", "power", "seeds_needed"]]
+    contrast = tests[tests["test"] == plan.CONTRAST][["claim", "power", "seeds_needed"]]
     judged = claims.drop(columns=["seeds_needed"], errors="ignore").merge(contrast, on="claim", how="left")
     return order.merge(judged, left_on=["step", "condition"], right_on=["comparison", "condition"], how="inner")
 
@@ -102,10 +102,10 @@ def invariance_row(judged: pd.DataFrame, condition: str) -> dict | None:
 
 
 def _rows(sources: Sources) -> list[dict]:
-    steps = sources.table(L.FOLDER, L.STEPS)
+    steps = sources.table(ladder.FOLDER, ladder.STEPS)
     if steps.empty:
         return []
-    judged = judged_steps(steps, sources.table(P.FOLDER, P.CLAIMS), sources.table(P.FOLDER, P.TESTS))
+    judged = judged_steps(steps, sources.table(plan.FOLDER, plan.CLAIMS), sources.table(plan.FOLDER, plan.TESTS))
     conditions = list(dict.fromkeys(judged["condition"]))
     rows = [clean_gap_row(judged, conditions[0])] if conditions else []
     rows += [invariance_row(judged, condition) for condition in conditions[1:]]
@@ -127,10 +127,10 @@ def _rows(sources: Sources) -> list[dict]:
 
 
 def _findings(sources: Sources) -> list[str]:
-    steps = sources.table(L.FOLDER, L.STEPS)
+    steps = sources.table(ladder.FOLDER, ladder.STEPS)
     if steps.empty:
         return []
-    judged = judged_steps(steps, sources.table(P.FOLDER, P.CLAIMS), sources.table(P.FOLDER, P.TESTS))
+    judged = judged_steps(steps, sources.table(plan.FOLDER, plan.CLAIMS), sources.table(plan.FOLDER, plan.TESTS))
     out = []
     for condition, at in judged.groupby("condition", sort=False):
         supported = at[at["verdict"] == "supported"]
@@ -188,7 +188,7 @@ def cost_twins(costs: pd.DataFrame, comparisons: list[str], models: pd.DataFrame
 
 def _twin_contrasts(sources: Sources) -> pd.DataFrame | None:
     """The controls stage's pooled contrasts (exploratory), where that stage ran."""
-    return sources.table_if_written(C.FOLDER, C.POOLED)
+    return sources.table_if_written(controls.FOLDER, controls.POOLED)
 
 
 def _twin_effects(twins: pd.DataFrame, contrasts: pd.DataFrame | None, conditions: list[str]) -> pd.DataFrame:
@@ -205,21 +205,21 @@ def _twin_effects(twins: pd.DataFrame, contrasts: pd.DataFrame | None, condition
 
 
 def _section(sources: Sources) -> list[str]:
-    steps = sources.table(L.FOLDER, L.STEPS)
+    steps = sources.table(ladder.FOLDER, ladder.STEPS)
     if steps.empty:
         return []
-    judged = judged_steps(steps, sources.table(P.FOLDER, P.CLAIMS), sources.table(P.FOLDER, P.TESTS))
+    judged = judged_steps(steps, sources.table(plan.FOLDER, plan.CLAIMS), sources.table(plan.FOLDER, plan.TESTS))
     lines = ["## The ladder: from the ViT to the ResNet, one change at a time", "",
              "Each rung is the one before with one change (the parameters file's header says why; `change` below "
              "says what, from the parameters run); side pairs follow the rungs. The verdicts are the plan's: each "
              "seed's step averaged over the fractions, Holm-adjusted across the plan.", ""]
-    for stem, caption in ((L.RUNGS, "Each rung's test top-1 against training images, per condition; rungs coloured "
-                                    "from the ViT (light) to the ResNet (dark); mean over seeds."),
-                          (L.STEPS, "Each step (rung k+1 − rung k) in points of test top-1 per fraction, with "
+    for stem, caption in ((ladder.RUNGS, "Each rung's test top-1 against training images, per condition; rungs "
+                                    "coloured from the ViT (light) to the ResNet (dark); mean over seeds."),
+                          (ladder.STEPS, "Each step (rung k+1 − rung k) in points of test top-1 per fraction, with "
                                     "intervals Holm-adjusted across the steps of one condition at one fraction "
                                     "(exploratory); filled: the interval excludes 0; grey band: the smallest effect "
                                     "of interest.")):
-        fig = sources.figure(L.FOLDER, stem, caption)
+        fig = sources.figure(ladder.FOLDER, stem, caption)
         if fig:
             lines += [fig, ""]
     if not judged.empty:
@@ -269,7 +269,8 @@ def _twin_lines(sources: Sources, costs: pd.DataFrame, conditions: list[str]) ->
     return lines
 
 
-_NEEDS = ((L.FOLDER, L.STEPS), (L.FOLDER, L.RUNGS), (P.FOLDER, P.CLAIMS), (P.FOLDER, P.TESTS))
+_NEEDS = ((ladder.FOLDER, ladder.STEPS), (ladder.FOLDER, ladder.RUNGS), (plan.FOLDER, plan.CLAIMS),
+          (plan.FOLDER, plan.TESTS))
 FINDINGS = Part(_findings, needs=_NEEDS)
 SECTION = Part(_section, needs=_NEEDS)
 ROWS = Rows(_rows, needs=_NEEDS)

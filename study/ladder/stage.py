@@ -17,6 +17,8 @@ import pandas as pd
 from study import robustness
 from study.ladder import RUNGS, STEPS
 from study.core.config import Params
+from study.plan.params import plan_params
+from study.stats.confidence import confidence
 from study.core.entry import configured
 from study.robustness.reading import add_reader_arguments
 from study.core.errors import StudyError
@@ -38,7 +40,7 @@ def main(args: argparse.Namespace) -> str:
 
 def run(params: Params, robustness_tables: Path, figures: Path, tables: Path) -> str:
     tic = time.perf_counter()
-    plan = params.analysis.plan
+    plan = plan_params(params)
     ladder = plan.ladder if plan is not None else None
     if ladder is None:
         with atomic_dir(tables) as tmp:
@@ -51,7 +53,7 @@ def run(params: Params, robustness_tables: Path, figures: Path, tables: Path) ->
     if not read:
         raise StudyError(f"{robustness_tables}: no robustness per-run table; run the robustness stage first "
                          "(dvc repro robustness)")
-    conf = params.analysis.curves.confidence
+    conf = confidence(params)
     conditions = list(dict.fromkeys(key for c in ladder.conditions for key in (c.condition, c.control) if key))
     changes = step_changes(list(ladder.pairs()), {name: params.models[name] for pair in ladder.pairs() for name in pair})
     steps = step_table(read, list(ladder.pairs()), conditions, conf, changes,

@@ -1,9 +1,10 @@
-"""One entry point that turns a model name from params.yaml into a module sized for the data.
+"""Build a model by its registry name, sized for the data, and read what the analyses read from it.
 
-Why a registry: every stage (train, analysis, report) builds models from the same few strings, and
-every impossible combination (a patch size that does not divide the image, an image smaller than a
-ResNet's total stride, an unknown keyword) must fail here with one readable line instead of deep inside
-a forward pass. Names:
+Why one entry point: every stage (train, analysis, report) builds models from the same few strings, and every
+impossible combination (a patch size that does not divide the image, an image smaller than a ResNet's total
+stride, an unknown keyword) must fail here with one readable line instead of deep inside a forward pass.
+
+The names, their constructors and their traits are the registry's (:mod:`study.archs`, re-exported here):
 
 * ``vit``, ``deit`` — the study's ViT and distilled ViT (:mod:`study.models.vit`, :mod:`study.models.deit`);
   defaults are ViT-Tiny-like at patch 4 (``VIT_DEFAULTS``).
@@ -30,60 +31,26 @@ a forward pass. Names:
 The analyses should call :func:`representations` and :func:`attention_probs` below rather than the
 methods, so that unsupported models fail with a :class:`StudyError`.
 
-A name's entry in the tables below is its ``arch_args`` schema: the keys it allows, which :func:`build_model`
-enforces, :func:`architecture_args` lists with their defaults (``study models --available``) and
+A family's ``arch_args`` schema is its constructor's keyword parameters (less the sizes the data sets), which
+:func:`build_model` enforces, :func:`architecture_args` lists with their defaults (``study models --available``) and
 :func:`check_models` applies to every model of a parameters file (``study check``). Adding an architecture:
 docs/models.md.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from typing import Any, Callable
 
 import torch
 from torch import Tensor, nn
 
+from study.archs import (CONVIT_DEFAULTS, CONVMIXER_DEFAULTS, FAMILIES, MLP_DEFAULTS, MODEL_NAMES, SWIN_DEFAULTS,
+                         TIMM_PREFIX, VIT_DEFAULTS, VIT_FAMILY, Family, Traits, family, traits)
 from study.core.errors import StudyError
-from study.archs import VIT_DEFAULTS, VIT_FAMILY  # noqa: F401 (re-exported)
-from study.models.controls import CONVMIXER_DEFAULTS, SWIN_DEFAULTS, build_convmixer, build_swin
-from study.models.convit import ConViT
-from study.models.convstem import ConvStemViT
-from study.models.deit import DistilledVisionTransformer
-from study.models.ladder import MetaViT
-from study.models.mlp import MLP_DEFAULTS, build_mlp
-from study.models.resnet import CifarResNet, SmallImageResNet18, check_image_size, resnet8, resnet18, resnet20
-from study.models.vit import VisionTransformer
 
-MODEL_NAMES = ("vit", "deit", "convit", "vit_convstem", "resnet18", "resnet8", "resnet20", "convmixer", "swin",
-               "mlp", "ladder")
-# The study's ViT family: token sequences with a patch grid, explicit attention and a class token.
-TIMM_PREFIX = "timm:"
-_VIT_OVERRIDES = frozenset(VIT_DEFAULTS) | {"qkv_bias", "global_pool", "pos_embed", "drop_rate", "pos_drop_rate",
-                                             "proj_drop_rate", "attn_drop_rate", "drop_path_rate"}
-# ConViT-Ti/S/B (d'Ascoli et al., 2021; timm's convit_tiny/small/base): GPSA in 10 of 12 blocks, α = 1.
-CONVIT_DEFAULTS: dict[str, Any] = {"local_up_to_layer": 10, "locality_strength": 1.0}
-# name -> (class, its defaults beyond VIT_DEFAULTS, allowed override keywords)
-_VITS: dict[str, tuple[type[VisionTransformer], dict[str, Any], frozenset[str]]] = {
-    "vit": (VisionTransformer, {}, _VIT_OVERRIDES),
-    "deit": (DistilledVisionTransformer, {}, _VIT_OVERRIDES),
-    "convit": (ConViT, CONVIT_DEFAULTS, _VIT_OVERRIDES | set(CONVIT_DEFAULTS)),
-    "vit_convstem": (ConvStemViT, {}, _VIT_OVERRIDES | {"stem_channels"}),
-    "ladder": (MetaViT, {}, _VIT_OVERRIDES | {"class_token", "token_mixer", "norm", "stem"}),
-}
-# name -> (builder, smallest image side, allowed override keywords)
-_RESNETS: dict[str, tuple[Callable[..., nn.Module], int, frozenset[str]]] = {
-    "resnet18": (resnet18, SmallImageResNet18.min_image_size, frozenset({"zero_init_residual"})),
-    "resnet8": (resnet8, CifarResNet.min_image_size, frozenset({"width", "zero_init_residual", "stem_stride"})),
-    "resnet20": (resnet20, CifarResNet.min_image_size, frozenset({"width", "zero_init_residual", "stem_stride"})),
-}
-# name -> (builder taking (num_classes, image_size, in_chans, **arch args), its defaults); every default may be
-# overridden, nothing else
-_CONTROLS: dict[str, tuple[Callable[..., nn.Module], dict[str, Any]]] = {
-    "convmixer": (build_convmixer, CONVMIXER_DEFAULTS),
-    "swin": (build_swin, SWIN_DEFAULTS),
-    "mlp": (build_mlp, MLP_DEFAULTS),
-}
+# What the data sets, never an arch_args key: timm's names, and the study's for the image side.
 _SIZE_ARGUMENTS = frozenset({"num_classes", "image_size", "img_size", "in_chans"})
 
 
@@ -98,23 +65,36 @@ def build_model(name: str, num_classes: int, image_size: int, in_chans: int, **o
             raise StudyError(f"{label} must be a positive integer, got {value!r}")
     if name.startswith(TIMM_PREFIX):
         return _build_timm(name[len(TIMM_PREFIX):], num_classes, image_size, in_chans, overrides)
-    if name in _VITS:
-        model_class, defaults, allowed = _VITS[name]
-        _check_overrides(name, overrides, allowed)
-        return model_class(img_size=image_size, in_chans=in_chans, num_classes=num_classes,
-                           **{**VIT_DEFAULTS, **defaults, **overrides})
-    if name in _RESNETS:
-        builder, min_image_size, allowed = _RESNETS[name]
-        _check_overrides(name, overrides, allowed)
-        check_image_size(name, image_size, min_image_size)
-        return builder(num_classes, in_chans=in_chans, **overrides)
-    if name in _CONTROLS:
-        builder, defaults = _CONTROLS[name]
-        _check_overrides(name, overrides, frozenset(defaults))
-        model = builder(num_classes, image_size, in_chans, **{**defaults, **overrides})
+    entry = family(name)
+    constructor = _constructor(entry)
+    _check_overrides(name, overrides, frozenset(_keywords(constructor)))
+    model = constructor(img_size=image_size, in_chans=in_chans, num_classes=num_classes,
+                        **{**entry.defaults, **overrides})
+    if entry.probe:
         _probe_forward(model, name, image_size, in_chans)  # e.g. windows or kernels that cannot run on the grid
-        return model
-    raise StudyError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)} or timm:<timm model name>")
+    return model
+
+
+def _constructor(entry: Family) -> Callable[..., nn.Module]:
+    """The callable ``entry.constructor`` names (``"module:attribute"``), its module imported now."""
+    module, attribute = entry.constructor.split(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _keywords(target: Callable[..., Any]) -> dict[str, Any]:
+    """The ``arch_args`` keys ``target`` takes, with its defaults (``None`` where it has none): its keyword
+    parameters less the sizes; for a class, those of its ``__init__`` and of its bases', which take what a subclass
+    passes on as ``**kwargs``, a subclass's default winning."""
+    signatures = ([inspect.signature(c.__init__) for c in target.__mro__ if "__init__" in vars(c)]
+                  if isinstance(target, type) else [inspect.signature(target)])
+    found: dict[str, Any] = {}
+    for signature in reversed(signatures):
+        for key, parameter in signature.parameters.items():
+            if key == "self" or key in _SIZE_ARGUMENTS or parameter.kind not in (
+                    inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
+                continue
+            found[key] = None if parameter.default is inspect.Parameter.empty else parameter.default
+    return found
 
 
 def _check_overrides(name: str, overrides: dict[str, Any], allowed: frozenset[str]) -> None:
@@ -193,67 +173,43 @@ def representations(model: nn.Module, x: Tensor) -> dict[str, Tensor]:
                      f"{', '.join(MODEL_NAMES)} for this analysis")
 
 
-def is_transformer(model: nn.Module) -> bool:
-    """Whether ``model`` is of the ViT family (the study's ``VIT_FAMILY``, timm's ViTs): a token sequence with
-    prefix tokens, read by the attention analyses and fed NCHW. Everything else is treated as a CNN (NHWC)."""
-    return hasattr(model, "num_prefix_tokens")  # timm's attribute for class/distillation tokens; no CNN has it
-
-
-def has_attention(model: nn.Module) -> bool:
-    """Whether ``model`` is of the ViT family and mixes its tokens by attention: a ladder rung with another mixer
-    (:mod:`study.models.ladder`) has tokens but no attention maps."""
-    return is_transformer(model) and getattr(model, "token_mixer", "attention") == "attention"
-
-
 def is_distilled(model: nn.Module) -> bool:
     """Whether ``model`` has a distillation token and head (the study's DeiT)."""
+    from study.models.deit import DistilledVisionTransformer
+
     return isinstance(model, DistilledVisionTransformer)
 
 
 def attention_probs(model: nn.Module, x: Tensor) -> list[Tensor]:
-    """Per-block softmax attention ``(B, heads, T, T)``; only the study's ViT family has it (``VIT_FAMILY``).
+    """Per-block softmax attention ``(B, heads, T, T)``, for the families whose traits have attention maps.
 
     For ``convit``'s GPSA blocks it is the gated mix of content and positional attention, with the class
     token, which joins later, as a token at rest (see :mod:`study.models.convit`).
     """
+    from study.models.vit import VisionTransformer
+
     if not isinstance(model, VisionTransformer):
-        raise StudyError(f"attention maps need one of the study's {', '.join(VIT_FAMILY)}, "
+        with_maps = [name for name, entry in FAMILIES.items() if entry.traits.attention]
+        raise StudyError(f"attention maps need one of the study's {', '.join(with_maps)}, "
                          f"not {type(model).__name__}")
     return model.attention_probs(x)
 
 
-__all__ = ["CONVIT_DEFAULTS", "CONVMIXER_DEFAULTS", "MLP_DEFAULTS", "MODEL_NAMES", "SWIN_DEFAULTS", "TIMM_PREFIX",
-           "VIT_DEFAULTS", "VIT_FAMILY", "architecture_args", "attention_probs", "build_model", "check_archs",
-           "check_models", "has_attention", "is_distilled", "is_transformer", "representations"]
+__all__ = ["CONVIT_DEFAULTS", "CONVMIXER_DEFAULTS", "FAMILIES", "MLP_DEFAULTS", "MODEL_NAMES", "SWIN_DEFAULTS",
+           "TIMM_PREFIX", "VIT_DEFAULTS", "VIT_FAMILY", "Family", "Traits", "architecture_args", "attention_probs",
+           "build_model", "check_archs", "check_models", "family", "is_distilled", "representations", "traits"]
 
 
 def architecture_args(name: str) -> dict[str, Any]:
-    """Every ``arch_args`` key that ``build_model(name, ...)`` takes, with its default: the registry's allowed keys
-    (the same sets :func:`build_model` checks against), defaults from the study's tables first, then from the
-    builder's or class's signature (``None``: the builder derives it, e.g. the conv stem's channels)."""
-    if name in _VITS:
-        model_class, defaults, allowed = _VITS[name]
-        return _with_defaults(model_class, allowed, {**VIT_DEFAULTS, **defaults})
-    if name in _RESNETS:
-        builder, _, allowed = _RESNETS[name]
-        return _with_defaults(builder, allowed, {})
-    if name in _CONTROLS:
-        _, defaults = _CONTROLS[name]
-        return dict(defaults)
-    raise StudyError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
-
-
-def _with_defaults(target: Callable[..., Any], keys: frozenset[str], defaults: dict[str, Any]) -> dict[str, Any]:
-    """``keys`` with their defaults: from ``defaults``, else from the signatures of ``target`` (for a class, its
-    ``__init__`` and those of its bases, which take what a subclass passes on as ``**kwargs``)."""
-    signatures = ([inspect.signature(c.__init__) for c in target.__mro__ if "__init__" in vars(c)]
-                  if isinstance(target, type) else [inspect.signature(target)])
-    found: dict[str, Any] = {}
-    for signature in reversed(signatures):  # a subclass's default wins over its base's
-        found.update({key: parameter.default for key, parameter in signature.parameters.items()
-                      if parameter.default is not inspect.Parameter.empty})
-    ordered = [*defaults, *sorted(keys - set(defaults))]  # the study's own sizes first, as params.yaml lists them
-    return {key: defaults[key] if key in defaults else found.get(key) for key in ordered if key in keys}
+    """Every ``arch_args`` key that ``build_model(name, ...)`` takes, with its default: the constructor's keywords
+    (the same keys :func:`build_model` checks against), the study's defaults first and as params.yaml lists them,
+    then the constructor's own, sorted (``None``: the constructor derives it, e.g. the conv stem's channels)."""
+    if name not in FAMILIES:
+        raise StudyError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+    entry = FAMILIES[name]
+    keywords = _keywords(_constructor(entry))
+    ordered = [*entry.defaults, *sorted(set(keywords) - set(entry.defaults))]
+    return {key: entry.defaults[key] if key in entry.defaults else keywords[key] for key in ordered}
 
 
 def check_models(models: dict[str, tuple[str, dict[str, Any]]], num_classes: int, image_size: int, in_chans: int,
@@ -274,10 +230,10 @@ def check_models(models: dict[str, tuple[str, dict[str, Any]]], num_classes: int
 
 def check_archs(archs: dict[str, str], source: str) -> None:
     """Every ``models.<name>.arch`` of a parameters file names a model :func:`build_model` can build: one of
-    ``MODEL_NAMES`` or ``timm:<a timm model>``. Stages that build models call it before any work."""
+    the registry's (``MODEL_NAMES``) or ``timm:<a timm model>``. Stages that build models call it before any work."""
     for name, arch in archs.items():
         where = f"{source}: models.{name}.arch"
-        if arch in MODEL_NAMES:
+        if arch in FAMILIES:
             continue
         if not arch.startswith(TIMM_PREFIX):
             raise StudyError(f"{where} = '{arch}': unknown model; choose one of {list(MODEL_NAMES)} or 'timm:<name>'")

@@ -44,15 +44,6 @@ from torch import nn
 
 from study.core.errors import StudyError
 
-# The study's sizes (1×28×28 Fashion-MNIST, 10 classes): parameters and forward FLOPs within 10% of params.yaml's
-# ViT (patch 4, width 64, depth 4, 4 heads, MLP ratio 2); tests/models/test_controls.py checks the bound.
-# ConvMixer: the ViT's depth and patch size, width set to match; kernel 7 spans the 7×7 grid (from the middle
-# token) as the paper's kernel 9 spans about half of CIFAR's 16×16 grid at patch 2.
-CONVMIXER_DEFAULTS: dict[str, Any] = {"dim": 166, "depth": 4, "kernel_size": 7, "patch_size": 4}
-# Swin: the ViT's head width (16) and patch size; see the module docstring for the window and the depths.
-SWIN_DEFAULTS: dict[str, Any] = {"embed_dim": 32, "depths": [8, 1], "num_heads": [2, 4], "window_size": 3,
-                                 "patch_size": 4, "mlp_ratio": [4.0, 2.0]}
-
 
 def _positive_int(name: str, value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -75,19 +66,19 @@ def check_patch_size(model: str, patch_size: int, image_size: int) -> None:
                          "patch_size that divides the image side")
 
 
-def build_convmixer(num_classes: int, image_size: int, in_chans: int, dim: int, depth: int, kernel_size: int,
+def build_convmixer(num_classes: int, img_size: int, in_chans: int, dim: int, depth: int, kernel_size: int,
                     patch_size: int) -> nn.Module:
     """timm's ``ConvMixer`` (GELU, average pooling, timm's and PyTorch's default init) for the data's shape."""
     for name, value in (("dim", dim), ("depth", depth), ("kernel_size", kernel_size)):
         _positive_int(name, value)
-    check_patch_size("convmixer", patch_size, image_size)
+    check_patch_size("convmixer", patch_size, img_size)
     from timm.models.convmixer import ConvMixer  # here: see the module docstring
 
     return ConvMixer(dim, depth, kernel_size=kernel_size, patch_size=patch_size, in_chans=in_chans,
                      num_classes=num_classes)
 
 
-def build_swin(num_classes: int, image_size: int, in_chans: int, embed_dim: int, depths: Sequence[int],
+def build_swin(num_classes: int, img_size: int, in_chans: int, embed_dim: int, depths: Sequence[int],
                num_heads: Sequence[int], window_size: int, patch_size: int,
                mlp_ratio: float | Sequence[float]) -> nn.Module:
     """timm's ``SwinTransformer`` for the data's shape, without stochastic depth; one ``window_size`` for all stages.
@@ -109,10 +100,10 @@ def build_swin(num_classes: int, image_size: int, in_chans: int, embed_dim: int,
     if len(ratios) not in (1, len(depths)) or not all(
             isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in ratios):
         raise StudyError(f"mlp_ratio must be a positive number or one per stage ({len(depths)}), got {mlp_ratio!r}")
-    check_patch_size("swin", patch_size, image_size)
+    check_patch_size("swin", patch_size, img_size)
     from timm.models.swin_transformer import SwinTransformer  # here: see the module docstring
 
-    return SwinTransformer(img_size=image_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
+    return SwinTransformer(img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
                            embed_dim=embed_dim, depths=tuple(depths), num_heads=tuple(num_heads),
                            window_size=window_size, mlp_ratio=ratios[0] if len(ratios) == 1 else tuple(ratios),
                            drop_path_rate=0.0)

@@ -138,7 +138,9 @@ class MixerBlock(nn.Module):
 
 class MetaViT(VisionTransformer):
     """The study's ViT with ``class_token``, ``token_mixer``, ``norm`` and ``stem`` (module docstring); every other
-    keyword is the ViT's. Defaults: the ViT itself."""
+    keyword is the ViT's. Defaults: the ViT itself. The registry states a rung's traits from the same keywords (no
+    prefix token without ``class_token``, attention maps only with the attention mixer: ``study.archs``), and
+    tests/models/test_registry.py holds the two to each other."""
 
     def __init__(self, class_token: bool = True, token_mixer: str = "attention", norm: str = "layernorm",
                  stem: str = "patch", **kwargs) -> None:
@@ -194,20 +196,6 @@ class MetaViT(VisionTransformer):
             return super()._embed(x)
         tokens = self.patch_embed(x)  # (B, N, D): the patch tokens alone, no prefix token
         return tokens if self.pos_embed is None else self.pos_drop(tokens + self.pos_embed)  # + (1, N, D)
-
-    def _trace(self, x: Tensor) -> tuple[dict[str, Tensor], list[Tensor], Tensor]:
-        tokens = self._embed(x)
-        representations = {"patch_embed": tokens}
-        attentions = []
-        for index, block in enumerate(self.blocks):
-            tokens, probs = block.forward_with_attention(tokens)
-            representations[f"blocks.{index}"] = tokens
-            if probs is not None:
-                attentions.append(probs)
-        features = self.norm(tokens)
-        if not isinstance(self.norm, nn.Identity):
-            representations["norm"] = features
-        return representations, attentions, features
 
     def attention_probs(self, x: Tensor) -> list[Tensor]:
         if self.token_mixer != "attention":

@@ -18,16 +18,10 @@ the ViT in parameters does far fewer FLOPs per image (the ViT reuses each weight
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from torch import Tensor, nn
 
 from study.core.errors import StudyError
-
-
-# The study's size (1×28×28 Fashion-MNIST, 10 classes): one hidden layer (the classic 784-h-10 net) whose
-# parameters are within 10% of params.yaml's ViT; tests/models/test_controls.py checks the bound.
-MLP_DEFAULTS: dict[str, Any] = {"hidden": [176]}
 
 
 class PixelMLP(nn.Module):
@@ -90,6 +84,6 @@ class PixelMLP(nn.Module):
         return out
 
 
-def build_mlp(num_classes: int, image_size: int, in_chans: int, hidden: Sequence[int]) -> PixelMLP:
-    """The registry's entry point, with the controls' argument order (:func:`study.models.build_model`)."""
-    return PixelMLP(image_size, in_chans, num_classes, hidden=hidden)
+def build_mlp(num_classes: int, img_size: int, in_chans: int, hidden: Sequence[int]) -> PixelMLP:
+    """The registry's constructor (study.archs; its study size there, ``MLP_DEFAULTS``)."""
+    return PixelMLP(img_size, in_chans, num_classes, hidden=hidden)

@@ -203,27 +203,35 @@ class CifarResNet(_ResNetInterface, nn.Module):
         _init_convs_and_norms(self, zero_init_residual)
 
 
-def check_image_size(name: str, image_size: int, min_image_size: int) -> None:
-    """Refuse images smaller than the network's total stride (see the module docstring)."""
-    if image_size < min_image_size:
+def check_image_size(name: str, image_size: int | None, min_image_size: int) -> None:
+    """Refuse images smaller than the network's total stride (see the module docstring); ``None``: not checked."""
+    if image_size is not None and image_size < min_image_size:
         raise StudyError(f"{name} downsamples by {min_image_size}x, so {image_size}x{image_size} images are too "
                          f"small; use images of at least {min_image_size}x{min_image_size} or a smaller model")
 
 
-def resnet18(num_classes: int, in_chans: int = 3, zero_init_residual: bool = False) -> SmallImageResNet18:
+# The builders take timm's size keyword ``img_size`` as every registry constructor does (study.archs); a ResNet's
+# layers do not depend on it, so it is only checked against the network's total stride.
+
+
+def resnet18(num_classes: int, in_chans: int = 3, zero_init_residual: bool = False, *,
+             img_size: int | None = None) -> SmallImageResNet18:
     """ResNet-18 (11.2M parameters at 10 classes) with the small-image stem."""
+    check_image_size("resnet18", img_size, SmallImageResNet18.min_image_size)
     return SmallImageResNet18(num_classes, in_chans=in_chans, zero_init_residual=zero_init_residual)
 
 
 def resnet8(num_classes: int, in_chans: int = 3, width: int = 16, zero_init_residual: bool = False,
-            stem_stride: int = 1) -> CifarResNet:
+            stem_stride: int = 1, *, img_size: int | None = None) -> CifarResNet:
     """CIFAR ResNet-8 (n = 1): 7 convs + 1 linear; 75k parameters at width 16, 10 classes."""
+    check_image_size("resnet8", img_size, CifarResNet.min_image_size)
     return CifarResNet(1, num_classes, in_chans=in_chans, width=width, zero_init_residual=zero_init_residual,
                        stem_stride=stem_stride)
 
 
 def resnet20(num_classes: int, in_chans: int = 3, width: int = 16, zero_init_residual: bool = False,
-             stem_stride: int = 1) -> CifarResNet:
+             stem_stride: int = 1, *, img_size: int | None = None) -> CifarResNet:
     """CIFAR ResNet-20 (n = 3): 19 convs + 1 linear; 0.27M parameters at width 16, 10 classes."""
+    check_image_size("resnet20", img_size, CifarResNet.min_image_size)
     return CifarResNet(3, num_classes, in_chans=in_chans, width=width, zero_init_residual=zero_init_residual,
                        stem_stride=stem_stride)

@@ -339,16 +339,21 @@ class VisionTransformer(nn.Module):
     # --- the explicit-attention path, for the analyses ---------------------------------------------
 
     def _trace(self, x: Tensor) -> tuple[dict[str, Tensor], list[Tensor], Tensor]:
-        """Run the model once through explicit attention: (tokens per stage, attention per block, features)."""
+        """Run the model once through explicit attention: (tokens per stage, attention per block, features).
+
+        A block whose mixer is not attention (a ladder rung's, :mod:`study.models.ladder`) returns no probabilities
+        and adds no entry to the attention list; its tokens are recorded as every block's are.
+        """
         tokens = self._embed(x)
         representations = {"patch_embed": tokens}
         attentions = []
         for index, block in enumerate(self.blocks):
             tokens, probs = block.forward_with_attention(tokens)
             representations[f"blocks.{index}"] = tokens
-            attentions.append(probs)
+            if probs is not None:
+                attentions.append(probs)
         features = self.norm(tokens)
-        if isinstance(self.norm, nn.LayerNorm):  # 'avg' pooling has no token-level final norm
+        if not isinstance(self.norm, nn.Identity):  # 'avg' pooling has no token-level final norm
             representations["norm"] = features
         return representations, attentions, features
 

@@ -26,7 +26,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from study.core.config import ClaimParams, PlanParams
+from study.plan.params import ClaimParams, PlanParams
 from study.plan import CONTRAST, CONTROL, INTERACTION
 from study.robustness import condition_label
 from study.stats.intervals import MIN_SEEDS, holm_levels, holm_p, t_bounds

@@ -12,7 +12,7 @@ import math
 
 import pandas as pd
 
-from study import plan as P
+from study import plan
 from study.outputs.tables import markdown_table
 from study.plan.compact import compact_tests
 from study.writing.section import Part, Rows, Sources
@@ -59,21 +59,21 @@ def claim_sentence(row: pd.Series) -> str:
 
 
 def _findings(sources: Sources) -> list[str]:
-    declared = sources.table(P.FOLDER, P.DECLARED)
-    tests = sources.table(P.FOLDER, P.TESTS)
-    claims = sources.table(P.FOLDER, P.CLAIMS)
+    declared = sources.table(plan.FOLDER, plan.DECLARED)
+    tests = sources.table(plan.FOLDER, plan.TESTS)
+    claims = sources.table(plan.FOLDER, plan.CLAIMS)
     return [declared_sentence(declared, tests, sources.setup.get("plan_history", "")),
             *(claim_sentence(row) for _, row in claims.iterrows())]
 
 
 def _section(sources: Sources) -> list[str]:
-    declared = sources.table(P.FOLDER, P.DECLARED)
-    tests = sources.table(P.FOLDER, P.TESTS)
+    declared = sources.table(plan.FOLDER, plan.DECLARED)
+    tests = sources.table(plan.FOLDER, plan.TESTS)
     lines = ["## The analysis plan and its verdicts", "",
              declared_sentence(declared, tests, sources.setup.get("plan_history", "")), "",
              markdown_table(declared[["claim", "comparison", "condition", "control", "direction",
                                       "smallest_effect"]], 1), ""]
-    fig = sources.figure(P.FOLDER, P.FIGURE,
+    fig = sources.figure(plan.FOLDER, plan.FIGURE,
                          "Each claim's contrast under its condition (vermillion), under its matched control (blue) "
                          "and their interaction (black), in points of test top-1 with intervals Holm-adjusted across "
                          "the plan; filled: the interval excludes 0; grey band: the smallest effect of interest.")
@@ -89,7 +89,7 @@ def _section(sources: Sources) -> list[str]:
 
 def _rows(sources: Sources) -> list[dict]:
     """The findings table's rows of the plan: evidence, the control with the interaction, and the verdict."""
-    claims = sources.table(P.FOLDER, P.CLAIMS)
+    claims = sources.table(plan.FOLDER, plan.CLAIMS)
     rows = []
     for _, row in claims.iterrows():
         evidence = f"{row['comparison']}, {row['condition']}: {interval_text(row['mean'], row['adj_low'], row['adj_high'])}"
@@ -107,7 +107,7 @@ def _rows(sources: Sources) -> list[dict]:
     return rows
 
 
-_NEEDS = ((P.FOLDER, P.DECLARED), (P.FOLDER, P.TESTS), (P.FOLDER, P.CLAIMS))
+_NEEDS = ((plan.FOLDER, plan.DECLARED), (plan.FOLDER, plan.TESTS), (plan.FOLDER, plan.CLAIMS))
 FINDINGS = Part(_findings, needs=_NEEDS)
 SECTION = Part(_section, needs=_NEEDS)
 ROWS = Rows(_rows, needs=_NEEDS)

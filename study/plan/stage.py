@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from study import plan as P
+from study.plan import CLAIMS, DECLARED, FIGURE, FRACTIONS, TESTS
 from study import robustness
 from study.core.entry import configured
 from study.robustness.reading import add_reader_arguments
@@ -26,6 +26,7 @@ from study.outputs.tables import read_table, write_table
 from study.plan.claims import claims_table, declared_table, fractions_table, judge_tests
 from study.plan.compact import compact_claims, compact_tests
 from study.plan.figures import plan_figure
+from study.plan.params import plan_params
 
 
 add_arguments = add_reader_arguments  # --robustness, --figures, --tables
@@ -47,7 +48,7 @@ def per_run_tables(folder: Path) -> list[pd.DataFrame]:
 
 def run(params, robustness_tables: Path, figures: Path, tables: Path) -> str:
     tic = time.perf_counter()
-    plan = params.analysis.plan
+    plan = plan_params(params)
     if plan is None or not plan.claims:  # a study without a plan: every interval exploratory, no report part
         with atomic_dir(tables):
             pass
@@ -61,26 +62,26 @@ def run(params, robustness_tables: Path, figures: Path, tables: Path) -> str:
     family = int(tests["p"].notna().sum())
     written = "before" if plan.declared == "before_runs" else "after"
     with atomic_dir(tables) as tmp:
-        write_table(declared_table(plan), tmp / P.DECLARED,
+        write_table(declared_table(plan), tmp / DECLARED,
                     f"The analysis plan as declared (written {written} the runs it judges): each claim's "
                     "comparison, condition, matched control, direction and smallest effect of interest (points).", 2)
-        write_table(tests, tmp / P.TESTS, paper=compact_tests(tests), caption=(
+        write_table(tests, tmp / TESTS, paper=compact_tests(tests), caption=(
                     "Every test of the plan, in points of test top-1: the mean over seeds of each seed's contrast "
                     f"over the fractions, its {1 - plan.alpha:.0%} t-interval (df = seeds - 1) and the interval "
                     f"Holm-adjusted across the plan's {family} tests; the verdict against the smallest effect; "
                     "power of the family's first-ranked test at the seed-level SD, and the seeds "
                     f"{plan.power:.0%} power would need; images scored per run."), float_digits=2)
-        write_table(claims, tmp / P.CLAIMS, paper=compact_claims(claims),
+        write_table(claims, tmp / CLAIMS, paper=compact_claims(claims),
                     column_format="p{3.2cm}lp{2.2cm}lp{2.2cm}llp{3.5cm}", caption=(
                     "One row per claim: the verdict of its contrast and, with a matched control, the interaction "
                     "(condition - control, per seed) and the scope they support (points, Holm-adjusted)."),
                     float_digits=2)
-        write_table(per_fraction, tmp / P.FRACTIONS,
+        write_table(per_fraction, tmp / FRACTIONS,
                     f"Each test's contrast per fraction, mean over seeds and {1 - plan.alpha:.0%} t-interval "
                     "(exploratory: neither adjusted nor judged).", 2)
     with atomic_dir(figures) as tmp:
         if tests["mean"].notna().any():
-            save_figure(plan_figure(tests), tmp / P.FIGURE, tests)
+            save_figure(plan_figure(tests), tmp / FIGURE, tests)
     supported = int((claims["verdict"] == "supported").sum())
     return (f"plan: {len(claims)} claims, {family} tests in one Holm family, {supported} supported, in "
             f"{time.perf_counter() - tic:.1f}s -> {figures}, {tables}")

@@ -3,7 +3,7 @@
 Per batch of decoded images, each model gets its own preprocessed input and runs once; from that run come
 its block outputs (for CKA) and, for the study's ViT/DeiT, its softmax attention (for mean attention
 distance and entropy, and rollout on the first images). Nothing proportional to the number of images is
-kept: CKA is minibatch CKA (Nguyen, Raghu & Kornblith 2021; :class:`~study.representations.cka.MinibatchCKA`),
+kept: CKA is minibatch CKA (Nguyen, Raghu & Kornblith 2021; :class:`~study.cka.estimators.MinibatchCKA`),
 which sums three HSIC terms per layer pair over batches, and the attention statistics are running sums.
 One accumulator holds the layers of every model on both sides, so within-model (Raghu et al. 2021, Fig. 1)
 and across-model (Fig. 2) matrices are blocks of one matrix, and each layer's Gram is computed once a batch.
@@ -24,10 +24,10 @@ from tqdm import tqdm
 from study.attention.maps import (attention_rollout, cls_attention_maps, cls_rollout_map,
                                       mean_attention_distance, mean_attention_entropy, uniform_attention_distance,
                                       uniform_attention_entropy)
-from study.representations.cka import MinibatchCKA
+from study.cka.estimators import MinibatchCKA
 from study.models import representations
 from study.models.vit import VisionTransformer
-from study.pretrained import images as I
+from study.pretrained.images import batches as image_batches
 from study.pretrained.load import Checkpoint
 
 HEAD_COLUMNS = ["model", "layer", "head", "distance", "entropy", "uniform_distance", "uniform_entropy"]
@@ -116,7 +116,7 @@ def analyse(checkpoints: Mapping[str, Checkpoint], paths: Sequence[Path], batch_
     layers: dict[str, list[str]] = {}
     maps: dict[str, AttentionMaps] = {}
     accumulator: MinibatchCKA | None = None
-    batches = I.batches(paths, batch_size)
+    batches = image_batches(paths, batch_size)
     for batch in tqdm(batches, total=len(paths) // batch_size, desc="pretrained", unit="batch", disable=None):
         features: dict[str, Tensor] = {}
         for name, model in models.items():
@@ -188,7 +188,7 @@ def cka_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
 
 def matched_depth_table(analysis: Analysis) -> pd.DataFrame:
     """Across-model CKA read at equal relative depth (layer i of L at i/(L−1)), on the study's depth grid."""
-    from study.representations.similarity import DEPTH_GRID, matched_depth
+    from study.cka.similarity import DEPTH_GRID, matched_depth
 
     rows = [{"model_a": a, "model_b": b, "relative_depth": depth, "cka": float(value)}
             for a, b in cka_pairs(analysis.layers) if a != b

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from study.stats.intervals import equivalence_bound, holm_intervals, t_interval
+from study.stats.intervals import holm_differences, t_interval
 
 GATE_COLUMNS = ["model", "fraction", "seed", "block", "head", "gate"]
 SUMMARY_COLUMNS = ["model", "fraction", "block", "seeds", "gate_mean", "ci_low", "ci_high"]
@@ -65,11 +65,8 @@ def gate_contrasts(rows: pd.DataFrame, confidence: float) -> pd.DataFrame:
             out.append({"model": model, "block": int(block), "smallest_fraction": smallest,
                         "largest_fraction": largest, "seeds": int(diff.size)})
         families.append(family)
-    adjusted = [a for family in families for a in holm_intervals(family, confidence)]
-    for row, a in zip(out, adjusted):
-        row.update(difference=a.mean, ci_low=a.low, ci_high=a.high, confidence=a.confidence, p_holm=a.p_holm,
-                   significant=a.significant,
-                   equivalence_bound=equivalence_bound(a.low, a.high, a.significant, row["seeds"]))
+    for row, statistics in zip(out, holm_differences(families, confidence)):
+        row.update(statistics)
     return pd.DataFrame(out, columns=CONTRAST_COLUMNS).astype({"block": "int64"}) if out else \
         pd.DataFrame(columns=CONTRAST_COLUMNS)
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from study import attention, efficiency, priors
-from study.efficiency.report import gap_sentences
+from study import attention, curves, priors
+from study.curves.report import gap_sentences
 from study.outputs.tables import markdown_table
 from study.writing.format import images, interval, no_detectable, plural
 from study.writing.section import Part, Sources
@@ -128,7 +128,7 @@ def _gates(sources: Sources) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
 
 
 def _findings(sources: Sources) -> list[str]:
-    gaps, arms = sources.table(efficiency.FOLDER, efficiency.GAPS), sources.setup["arms"]
+    gaps, arms = sources.table(curves.FOLDER, curves.GAPS), sources.setup["arms"]
     return [*prior_sentences(gaps, arms), *gate_sentences(*_gates(sources)), *scramble_sentences(gaps, arms)]
 
 
@@ -144,5 +144,5 @@ def _gates_section(sources: Sources) -> list[str]:
             markdown_table(contrasts), ""]
 
 
-FINDINGS = Part(_findings, needs=((efficiency.FOLDER, efficiency.GAPS),))
+FINDINGS = Part(_findings, needs=((curves.FOLDER, curves.GAPS),))
 SECTION = Part(_gates_section, needs=((attention.FOLDER, priors.GATES), (attention.FOLDER, priors.GATE_CONTRASTS)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from study import efficiency
+from study import curves
 from study.writing.format import plural
 from study.writing.section import Part, Sources
 from study.stats.intervals import MIN_SEEDS
@@ -55,7 +55,7 @@ def limitations(*, dataset: str, seeds: list[int], convention: str, min_steps: i
 def _design(sources: Sources) -> list[str]:
     s = sources.setup
     return limitations(dataset=s["dataset"], seeds=s["seeds"], convention=s["convention"], min_steps=s["min_steps"],
-                       runs=sources.table(efficiency.FOLDER, efficiency.RUNS), selection=s["selection"])
+                       runs=sources.table(curves.FOLDER, curves.RUNS), selection=s["selection"])
 
 
-DESIGN = Part(_design, needs=((efficiency.FOLDER, efficiency.RUNS),))
+DESIGN = Part(_design, needs=((curves.FOLDER, curves.RUNS),))

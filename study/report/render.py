@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from study.priors.report import priors_title
-from study.report import setup as S
+from study.report import setup as setup_tables
 from study.report.contents import FINDINGS, LIMITATIONS, SECTIONS
 from study.writing.format import confidence_levels, percent
 from study.writing.section import Sources, bullets
@@ -85,9 +85,10 @@ def setup_section(sources: Sources) -> list[str]:
         f"- Budget: batch {setup['batch_size']}, convention `{setup['convention']}` "
         f"({CONVENTION_TEXT[setup['convention']]}); every model at a fraction takes the same steps on the same data.",
         f"- Distillation: {distill_description(setup['distill'])}.",
-        "", markdown_table(sources.setup_table(S.MODELS), 1), "", markdown_table(sources.setup_table(S.BUDGETS), 2), "",
+        "", markdown_table(sources.setup_table(setup_tables.MODELS), 1), "",
+        markdown_table(sources.setup_table(setup_tables.BUDGETS), 2), "",
         "Compute each model used (TFLOPs: 3 × forward per image seen, plus the teacher's forward; seconds: median "
-        "over seeds, on the device of the run):", "", markdown_table(sources.setup_table(S.COMPUTE), 2), "",
+        "over seeds, on the device of the run):", "", markdown_table(sources.setup_table(setup_tables.COMPUTE), 2), "",
         "Recipes (from `params.yaml`):", "", "```yaml", setup["recipes"].rstrip(), "```", "",
         *_design(setup["design"]),
     ]

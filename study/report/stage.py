@@ -1,7 +1,7 @@
 """Stage ``report``: ``report.md``, the headline metrics, the provenance record and the setup tables.
 
 First the tables no analysis stage writes, computed by :mod:`study.report.setup` from the run table (and by
-:mod:`study.representations.depth` from the CKA tables): models, budgets, compute, the distilled model's heads, how
+:mod:`study.cka.depth` from the CKA tables): models, budgets, compute, the distilled model's heads, how
 well each model fit its training images, and cross-model CKA averaged over depth. Then the provenance (digests of
 the parameters, the pipeline's code, the prepared data, the runs and the budget check's longer runs, all written
 before this stage), and last the report, rendered from files only (:mod:`study.report.render`). The run table
@@ -17,15 +17,17 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from study import efficiency, representations
-from study.report import setup as S
-from study.representations.depth import CAPTION as CKA_DEPTH_CAPTION, across_depth_mean
+from study import cka, curves
+from study.report import setup as setup_tables
+from study.cka.depth import CAPTION as CKA_DEPTH_CAPTION, across_depth_mean
 from study.core.config import Params
+from study.plan.params import plan_params
+from study.stats.confidence import confidence
 from study.core.io import atomic_dir, write_json, write_text
 from study.archs import VIT_FAMILY
 from study.priors.report import arms_of
 from study.report.provenance import provenance
-from study.efficiency.report import headline_metrics
+from study.curves.report import headline_metrics
 from study.report.glance import findings_table
 from study.report.render import render_report
 from study.writing.section import Sources
@@ -52,8 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> str:
     params = configured(args.params)
-    runs = pd.read_csv(args.tables / efficiency.FOLDER / f"{efficiency.RUNS}.csv")
-    write_setup_tables(runs, args.tables / representations.FOLDER, args.setup_tables)
+    runs = pd.read_csv(args.tables / curves.FOLDER / f"{curves.RUNS}.csv")
+    write_setup_tables(runs, args.tables / cka.FOLDER, args.setup_tables)
     runs_dirs = [args.runs, *([args.runs_2x] if args.runs_2x else [])]
     prov = provenance(params_path=args.params, pipeline=args.pipeline, manifest=args.manifest, runs_dirs=runs_dirs,
                       devices=runs["device"].tolist(), train_seconds=float(runs["train_seconds"].sum()))
@@ -85,22 +87,25 @@ def write_setup_tables(runs: pd.DataFrame, cka_tables: Path, out: Path) -> None:
     """The tables the report reads that no analysis stage writes, into ``out``; the depth average of cross-model
     CKA only where the ``cka`` stage's tables are in ``cka_tables`` (a study without them has no CKA section)."""
     with atomic_dir(out) as tmp:
-        write_table(S.models_table(runs), tmp / S.MODELS,
+        write_table(setup_tables.models_table(runs), tmp / setup_tables.MODELS,
                     "Models: parameters, training FLOPs at full data, median throughput.", 1)
-        write_table(S.budgets_table(runs), tmp / S.BUDGETS, "Identical budgets: steps and images seen per fraction, "
+        write_table(setup_tables.budgets_table(runs), tmp / setup_tables.BUDGETS,
+                    "Identical budgets: steps and images seen per fraction, "
                     "all models; what set the steps; runs still improving at the end.", 2)
-        write_table(S.compute_table(runs), tmp / S.COMPUTE, "Compute used per model and fraction: optimiser steps, "
+        write_table(setup_tables.compute_table(runs), tmp / setup_tables.COMPUTE,
+                    "Compute used per model and fraction: optimiser steps, "
                     "images seen, training TFLOPs (3 x forward, plus the teacher's forward for a distilled student; "
                     "mean over seeds), median training seconds, runs still improving at the end.", 2)
-        write_table(S.heads_table(runs), tmp / S.DEIT_HEADS,
+        write_table(setup_tables.heads_table(runs), tmp / setup_tables.DEIT_HEADS,
                     "Distilled ViT: test top-1 of the class head, the distillation head and their average.")
-        write_table(S.training_fit(runs), tmp / S.TRAINING_FIT, "Train top-1 on each run's own training images "
+        write_table(setup_tables.training_fit(runs), tmp / setup_tables.TRAINING_FIT,
+                    "Train top-1 on each run's own training images "
                     "(unaugmented) per model and fraction: mean and lowest over seeds, runs below the fit threshold "
                     "and how many of those had settled, runs still improving.")
-        summary = read_table(cka_tables / f"{representations.ACROSS_DEPTH}.csv")
-        per_seed = read_table(cka_tables / f"{representations.ACROSS_DEPTH_SEEDS}.csv")
+        summary = read_table(cka_tables / f"{cka.ACROSS_DEPTH}.csv")
+        per_seed = read_table(cka_tables / f"{cka.ACROSS_DEPTH_SEEDS}.csv")
         if summary is not None and per_seed is not None:
-            write_table(across_depth_mean(summary, per_seed), tmp / representations.ACROSS_DEPTH_MEAN,
+            write_table(across_depth_mean(summary, per_seed), tmp / cka.ACROSS_DEPTH_MEAN,
                         CKA_DEPTH_CAPTION, 3)
 
 
@@ -123,8 +128,8 @@ def setup_facts(params: Params) -> dict:
         "dataset": params.data.dataset, "val_fraction": params.data.val_fraction,
         "fractions": list(params.fractions), "seeds": list(params.seeds), "batch_size": params.budget.batch_size,
         "convention": params.budget.convention, "epochs": params.budget.epochs,
-        "confidence": params.analysis.curves.confidence, "min_steps": params.budget.min_steps,
-        "plan_history": params.analysis.plan.history if params.analysis.plan else "",
+        "confidence": confidence(params), "min_steps": params.budget.min_steps,
+        "plan_history": plan.history if (plan := plan_params(params)) else "",
         "selection": {name: dict(m.selected_on_validation) for name, m in params.models.items()},
         "distill": dataclasses.asdict(d) if d else None,
         "arms": arms_of({name: _plain(m) for name, m in params.models.items()}, list(params.trained_models),

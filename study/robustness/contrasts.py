@@ -1,7 +1,7 @@
 """When does the ViT win? Statistics of the robustness probes over seeds, as for clean accuracy.
 
 From one row per run and condition (:func:`study.robustness.scoring.score_runs`) joined to the run
-table (:func:`per_run`), with the conventions of :mod:`study.efficiency.curves` and
+table (:func:`per_run`), with the conventions of :mod:`study.curves.efficiency` and
 :mod:`study.stats.intervals`:
 
 - :func:`summarise` — per model × fraction × probe × level: mean top-1 and retained accuracy (probe / clean,
@@ -36,7 +36,8 @@ import pandas as pd
 from study.robustness import (ALIGNED, CLEAN, CORRUPTION, OCCLUSION, REARRANGEMENT, SHUFFLE, TRANSLATION,
                               is_variant, trained_model)
 from study.robustness.corruption_error import corruption_errors, mce
-from study.stats.intervals import MIN_SEEDS, equivalence_bound, holm_intervals, seed_slopes, t_interval
+from study.stats.intervals import MIN_SEEDS, equivalence_bound, holm_intervals, t_interval
+from study.stats.trend import decade_slopes, slope_rows, step_free_pairs
 from study.core.errors import StudyError
 
 KEYS = ["probe", "variant", "level"]
@@ -221,7 +222,8 @@ def contrast_trends(table: pd.DataFrame, pairs: list[tuple[str, str]], metric: s
                     ) -> pd.DataFrame:
     """Slope per decade of training images of the per-seed contrast ``a − b`` of ``metric`` (in points: × 100),
     fitted per seed against log₁₀(training images) and summarised over seeds (Student-t); fractions with a
-    step-bound run of either model are left out, as in :func:`study.efficiency.curves.gap_trends`.
+    step-bound run of either model are left out, as in :func:`study.curves.efficiency.gap_trends` (both fitted by
+    :mod:`study.stats.trend`).
     ``ci_*``: the raw t-interval. As there, the Holm family is the comparisons asked the same question, "does the
     contrast change with data?", here at one metric and condition (ViT − ResNet and DeiT − ResNet): ``adj_*``,
     ``significant`` (at least ``MIN_SEEDS`` seeds) and, where no trend is detected, ``equivalence_bound``."""
@@ -231,29 +233,15 @@ def contrast_trends(table: pd.DataFrame, pairs: list[tuple[str, str]], metric: s
     bound = table.pivot_table(index=["fraction", "seed"], columns="model", values="step_bound", aggfunc="max")
     sizes = table.groupby("fraction")["train_images"].median()
     rows, slopes = [], []
-    for a, b in pairs:
-        if a not in wide or b not in wide:
-            continue
-        flagged = (bound[a] + bound[b]).groupby(level="fraction").sum()
-        fractions = [f for f in flagged.index if flagged[f] == 0]
-        x = np.log10(sizes[fractions].to_numpy(float))
+    for a, b, fractions in step_free_pairs(pairs, wide.columns, bound):
         diff = 100 * (wide[a] - wide[b])
-        for key, family in diff.groupby(level=KEYS, sort=True):
-            per_seed = family.droplevel(KEYS).unstack("seed").reindex(fractions)  # (fractions, seeds)
-            slopes.append(seed_slopes(x, [per_seed[s].to_numpy() for s in per_seed]))
+        for key, contrast in diff.groupby(level=KEYS, sort=True):
+            slopes.append(decade_slopes(contrast.droplevel(KEYS), fractions, sizes))
             rows.append({"comparison": f"{a} - {b}", "metric": metric, **dict(zip(KEYS, key)),
                          "fractions_used": len(fractions)})
-    for condition in dict.fromkeys(tuple(row[k] for k in KEYS) for row in rows):
-        family = [i for i, row in enumerate(rows) if tuple(row[k] for k in KEYS) == condition]
-        for i, adj in zip(family, holm_intervals([slopes[i] for i in family], confidence)):
-            mean, _, half = t_interval(slopes[i], confidence) if slopes[i].size else (np.nan, np.nan, np.nan)
-            inference = slopes[i].size >= MIN_SEEDS
-            rows[i].update({"slope_per_decade": mean, "ci_low": mean - half, "ci_high": mean + half,
-                            "adj_ci_low": adj.low, "adj_ci_high": adj.high, "adj_confidence": adj.confidence,
-                            "p_holm": adj.p_holm, "seeds": slopes[i].size, "inference": inference,
-                            "significant": bool(inference and adj.significant),
-                            "equivalence_bound": equivalence_bound(adj.low, adj.high, adj.significant,
-                                                                   slopes[i].size)})
+    families = [tuple(row[k] for k in KEYS) for row in rows]  # one Holm family per condition
+    for row, statistics in zip(rows, slope_rows(slopes, families, confidence, inferred_only=True)):
+        row.update(statistics)
     return pd.DataFrame(rows, columns=TREND_COLUMNS)
 
 

@@ -5,11 +5,13 @@ work)."""
 
 from __future__ import annotations
 
-from study.core.config import INPUT_SHAPES, ClaimParams, Params, listed_once
+from study.core.config import INPUT_SHAPES, Params, listed_once
 from study.core.errors import StudyError
 from study.archs import VIT_DEFAULTS, VIT_FAMILY
 from study.robustness import (ALIGNED, CLEAN, CORRUPTION, DIRECTIONS, OCCLUSION, OFFSET, REARRANGEMENT, SHUFFLE,
                               TRANSLATION, is_variant, trained_model)
+from study.plan.params import ClaimParams, plan_params
+from study.robustness.params import robustness_params
 from study.robustness.settings import check_probe_settings
 
 # The archs whose every attention is the study's plain Attention, so that they have a uniform-attention variant
@@ -31,14 +33,14 @@ def vit_patch_grids(p: Params) -> dict[str, int]:
 def occlusion_grid(p: Params) -> int:
     """The occlusion grid: ``analysis.robustness.occlusion.grid``, or when none is given the patch grid of the
     study's ViT-family models (validation makes sure there is one)."""
-    grid = p.analysis.robustness.occlusion.grid
+    grid = robustness_params(p).occlusion.grid
     return grid if grid is not None else next(iter(vit_patch_grids(p).values()))
 
 
 def rearrangement_grids(p: Params) -> tuple[int, ...]:
     """The shuffle grids: ``analysis.robustness.rearrangement.grids``, or when none are given every grid whose
     cells are at least 2 px wide and divide the image, with the study's ViT patch grids."""
-    grids = p.analysis.robustness.rearrangement.grids
+    grids = robustness_params(p).rearrangement.grids
     if grids is not None:
         return tuple(grids)
     side = INPUT_SHAPES[p.data.dataset][0]
@@ -47,7 +49,7 @@ def rearrangement_grids(p: Params) -> tuple[int, ...]:
 
 def probe_settings(p: Params) -> dict:
     """The keywords of :func:`study.robustness.scoring.conditions` for this study: every probe's settings."""
-    r = p.analysis.robustness
+    r = robustness_params(p)
     return dict(image_size=INPUT_SHAPES[p.data.dataset][0], seed=r.seed, occlusion_grid=occlusion_grid(p),
                 shares=r.occlusion.shares, offset=r.occlusion.offset, grids=rearrangement_grids(p),
                 shifts=r.translation.shifts, corruptions=r.corruptions.names, severities=r.corruptions.severities,
@@ -58,7 +60,7 @@ def scored_conditions(p: Params) -> set[Condition]:
     """The key of every condition the stage scores (those :func:`study.robustness.scoring.conditions` lists for
     :func:`probe_settings`; tests/robustness/test_robustness.py holds the two to each other), read without building
     any probe: what a claim of the analysis plan may name."""
-    r = p.analysis.robustness
+    r = robustness_params(p)
     occluded = (ALIGNED, OFFSET) if r.occlusion.offset else (ALIGNED,)
     return ({(CLEAN, CLEAN, 0.0)}
             | {(OCCLUSION, variant, float(s)) for variant in occluded for s in r.occlusion.shares if s > 0}
@@ -72,7 +74,7 @@ def planned_claims(p: Params) -> list[tuple[int, ClaimParams]]:
     """``(index, claim)`` of every claim of ``analysis.plan`` whose models the study trains (a ``<model>@uniform``
     by its model): the claims the stage scores. A claim naming another model is skipped, as a pair of
     ``analysis.controls.pairs`` is. Empty without a plan."""
-    plan, trained = p.analysis.plan, set(p.trained_models)
+    plan, trained = plan_params(p), set(p.trained_models)
     claims = () if plan is None else plan.claims
     return [(i, c) for i, c in enumerate(claims) if {trained_model(c.arm), trained_model(c.against)} <= trained]
 
@@ -100,7 +102,7 @@ def check_robustness(p: Params, source: str) -> None:
     occlusion grid or a set of shuffle grids without the ViT's patch grid, an offset shuffle grid that is not a
     shuffle grid or whose cells are too small to offset; and a claim of the analysis plan whose condition or
     control the stage does not score, or whose model has no uniform-attention variant it names."""
-    r, side = p.analysis.robustness, INPUT_SHAPES[p.data.dataset][0]
+    r, side = robustness_params(p), INPUT_SHAPES[p.data.dataset][0]
     key = "analysis.robustness"
     grids = vit_patch_grids(p)
     if r.occlusion.grid is None and not grids:
@@ -135,7 +137,7 @@ def check_robustness(p: Params, source: str) -> None:
 def _check_offset_grids(p: Params, source: str) -> None:
     """Every offset shuffle grid is a shuffle grid (the offset shuffle is that shuffle's control: the same cells,
     off the grid) and its cells are at least 2 px, so that half a cell is at least 1 px."""
-    offset_grids, side = p.analysis.robustness.rearrangement.offset_grids, INPUT_SHAPES[p.data.dataset][0]
+    offset_grids, side = robustness_params(p).rearrangement.offset_grids, INPUT_SHAPES[p.data.dataset][0]
     listed_once(offset_grids, f"{source}: analysis.robustness.rearrangement.offset_grids")
     where = f"{source}: analysis.robustness.rearrangement.offset_grids = {list(offset_grids)}"
     for grid in offset_grids:
@@ -175,7 +177,7 @@ def _scoring_fix(p: Params, probe: str, variant: str, level: float) -> str:
     if probe == CLEAN:
         return "the clean images are [clean, clean, 0]"
     if probe == OCCLUSION and variant in (ALIGNED, OFFSET):
-        if variant == OFFSET and not p.analysis.robustness.occlusion.offset:
+        if variant == OFFSET and not robustness_params(p).occlusion.offset:
             return f"set {key}.occlusion.offset: true"
         return f"add {level:g} to {key}.occlusion.shares (a share of the cells, in (0, 1])"
     if probe == REARRANGEMENT and variant == SHUFFLE:

@@ -26,7 +26,7 @@ from study.outputs.tables import markdown_table
 from study.writing.format import images, interval, no_inference, percent, plural, share
 from study.writing.section import Part, Sources
 from study.robustness import is_variant, trained_model
-from study.robustness import wording as W
+from study.robustness import wording
 from study.stats.intervals import MIN_SEEDS
 
 # The stage's tables the report reads.
@@ -46,14 +46,16 @@ def setup_sentence(probe_set: pd.DataFrame, accuracy: pd.DataFrame) -> str:
     fractions = accuracy["fraction"].nunique() if not accuracy.empty else 0
     probed = accuracy[accuracy["probe"] != "clean"]
     kinds = []
-    for probe in [p for p in W.PROBE_WORDS if p in set(probed["probe"])]:  # the stage's order of probes
+    for probe in [p for p in wording.PROBE_WORDS if p in set(probed["probe"])]:  # the stage's order of probes
         rows = probed[probed["probe"] == probe]
         found = list(dict.fromkeys(rows["variant"].astype(str)))
-        ordered = [v for v in W.VARIANT_WORDS if v in found] + [v for v in found if v not in W.VARIANT_WORDS]
-        words = {v: v.replace("_", " ") if probe == "corruption" else W.VARIANT_WORDS[v] for v in ordered}
-        levels = {v: ", ".join(W.level(probe, x) for x in sorted(rows.loc[rows["variant"] == v, "level"].unique()))
+        ordered = ([v for v in wording.VARIANT_WORDS if v in found]
+                   + [v for v in found if v not in wording.VARIANT_WORDS])
+        words = {v: v.replace("_", " ") if probe == "corruption" else wording.VARIANT_WORDS[v] for v in ordered}
+        levels = {v: ", ".join(wording.level(probe, x)
+                               for x in sorted(rows.loc[rows["variant"] == v, "level"].unique()))
                   for v in ordered}
-        name = W.PROBE_WORDS.get(probe, probe)
+        name = wording.PROBE_WORDS.get(probe, probe)
         if len(set(levels.values())) == 1:  # shared levels: "occlusion (patch grid, offset grid: 10%, …)"
             variants = ", ".join(w for w in words.values() if w)
             kinds.append(f"{name} ({variants + ': ' if variants else ''}{levels[ordered[0]]})")
@@ -103,7 +105,7 @@ def headline_contrast_sentences(contrasts: pd.DataFrame) -> list[str]:
     for (comparison, _, condition), g in contrasts.groupby(["comparison", "order", "condition"], sort=True):
         a, b = comparison.split(" - ")
         g = g.sort_values("train_images")
-        parts = "; ".join(f"at {images(r.train_images)} {W.clause(r, a, b)}" for r in g.itertuples())
+        parts = "; ".join(f"at {images(r.train_images)} {wording.clause(r, a, b)}" for r in g.itertuples())
         trend = g.iloc[0]
         if pd.isna(trend["slope_per_decade"]):
             change = "no trend with data can be fitted (fewer than 2 fractions without step-bound runs)"
@@ -117,7 +119,7 @@ def headline_contrast_sentences(contrasts: pd.DataFrame) -> list[str]:
                 change = f"the contrast changes by {value} ({ci}, {used})"
             else:
                 change = f"no detectable trend with data ({value}, {ci}, {used})"
-        out.append(f"{W.minus(comparison)}, {condition}: {parts}; {change}.")
+        out.append(f"{wording.minus(comparison)}, {condition}: {parts}; {change}.")
     return out
 
 
@@ -129,7 +131,8 @@ def win_sentences(contrasts: pd.DataFrame, what: str) -> list[str]:
     for comparison, g in probed.groupby("comparison", sort=False):
         a, b = comparison.split(" - ")
         if not g["inference"].all():
-            out.append(f"{W.minus(comparison)}, {what}: {plural(int(g['seeds'].min()), 'seed')}, so no difference is "
+            out.append(f"{wording.minus(comparison)}, {what}: {plural(int(g['seeds'].min()), 'seed')}, so no "
+                       f"difference is "
                        f"inferred (at least {MIN_SEEDS} are needed); the tables give the means.")
             continue
         every = g["fraction"].nunique()
@@ -144,14 +147,14 @@ def win_sentences(contrasts: pd.DataFrame, what: str) -> list[str]:
         else:
             groups = []
             for (probe, variant), rows in ahead.groupby(["probe", "variant"], sort=False):
-                levels = "; ".join(f"{W.level(probe, level)} at {W.sizes(at, every)}"
+                levels = "; ".join(f"{wording.level(probe, level)} at {wording.sizes(at, every)}"
                                    for level, at in rows.groupby("level", sort=True))
-                groups.append(f"{W.condition(probe, variant)}: {levels}")
+                groups.append(f"{wording.condition(probe, variant)}: {levels}")
             where = f"{a} is ahead under " + " | ".join(groups)
-        per_probe = ", ".join(f"{W.PROBE_WORDS.get(p, p)} {len(rows)} of {len(g[g['probe'] == p])}"
+        per_probe = ", ".join(f"{wording.PROBE_WORDS.get(p, p)} {len(rows)} of {len(g[g['probe'] == p])}"
                               for p, rows in behind.groupby("probe", sort=False))
         against = f"; {b} is ahead in {per_probe}" if per_probe else ""
-        out.append(f"{W.minus(comparison)}, {what} (Holm-adjusted): {counts}. {where}{against}.")
+        out.append(f"{wording.minus(comparison)}, {what} (Holm-adjusted): {counts}. {where}{against}.")
     return out
 
 
@@ -164,10 +167,10 @@ def flip_sentences(flips: pd.DataFrame) -> list[str]:
         return [f"No flip of the winner along a probe's levels is supported by the adjusted intervals; the mean "
                 f"contrast changes sign along {changes} of {len(flips)} probe curves (comparison × probe × fraction)."]
     listed = "; ".join(
-        f"{r.direction} at {images(r.train_images)} under {W.condition(r.probe, r.variant)}: behind "
+        f"{r.direction} at {images(r.train_images)} under {wording.condition(r.probe, r.variant)}: behind "
         + ("on the clean images" if r.significant_from_level == 0
-           else f"at {W.level(r.probe, r.significant_from_level)}")
-        + f", ahead at {W.level(r.probe, r.significant_to_level)}"
+           else f"at {wording.level(r.probe, r.significant_from_level)}")
+        + f", ahead at {wording.level(r.probe, r.significant_to_level)}"
         for r in claimed.itertuples())
     return [f"Flips of the winner supported by the adjusted intervals ({len(claimed)} of {len(flips)} probe curves): "
             f"{listed}."]
@@ -194,11 +197,11 @@ def consistency_sentences(summary: pd.DataFrame, contrasts: pd.DataFrame, min_se
                "of change): " + "; ".join(parts) + ".")
     for comparison, g in contrasts.groupby("comparison", sort=False):
         a, b = comparison.split(" - ")
-        clauses = "; ".join(f"{W.VARIANT_WORDS.get(d, d)} at {images(r.train_images)} {W.clause(r, a, b)}"
+        clauses = "; ".join(f"{wording.VARIANT_WORDS.get(d, d)} at {images(r.train_images)} {wording.clause(r, a, b)}"
                             for d, rows in g.groupby("variant", sort=False)
                             for r in rows.sort_values("train_images").itertuples()
                             if r.fraction in ends)
-        out.append(f"1-px consistency (1 − that share), {W.minus(comparison)}: {clauses}.")
+        out.append(f"1-px consistency (1 − that share), {wording.minus(comparison)}: {clauses}.")
     return out
 
 
@@ -245,7 +248,7 @@ def attention_sentences(contrasts: pd.DataFrame, values: pd.DataFrame) -> list[s
     shown = ablated[ablated["probe"].isin(["clean", "rearrangement"])]
     for (comparison, fraction), g in shown.groupby(["comparison", "fraction"], sort=True):
         model = trained_model(comparison.split(" - ")[0])
-        parts = "; ".join(f"{'clean' if r.probe == 'clean' else 'under the ' + r.condition}, {W.cost(r)}"
+        parts = "; ".join(f"{'clean' if r.probe == 'clean' else 'under the ' + r.condition}, {wording.cost(r)}"
                           for r in g.sort_values("order").itertuples())
         out.append(f"Uniform attention in {model} at {images(g['train_images'].iloc[0])}: {parts}.")
     return out

@@ -35,7 +35,7 @@ from study.robustness import (ALIGNED, CLEAN, CORRUPTION, DIRECTIONS, LEVEL_NAME
                               PROBES, REARRANGEMENT, SHUFFLE, TRANSLATION, UNIFORM)  # (names re-exported)
 from study.robustness.probes import corrupt, half_cell_offset, occlusion, prediction_change, rearrangement, translation
 from study.data.scramble import Scramble, scramble_images, setting_scramble
-from study.models import is_transformer
+from study.archs import traits
 from study.train.batches import normalise
 from study.train.spec import RunSpec
 from study.train.step import autocast_for, to_input
@@ -171,7 +171,7 @@ def score_runs(models: dict[RunKey, tuple[nn.Module, RunSpec]], images: np.ndarr
     autocast = autocast_for(device, precision)
     scorers = {}
     for key, (model, spec) in models.items():
-        channels_last = not is_transformer(model)
+        channels_last = not traits(spec.arch, spec.arch_args).transformer  # a CNN's NHWC, as it trained
         if channels_last:
             model = model.to(memory_format=torch.channels_last)
         scramble = None if spec.scramble is None else setting_scramble(spec.scramble, spec.image_size, spec.image_size)

@@ -22,13 +22,16 @@ import torch
 
 from study import robustness
 from study.core import runtime
-from study.robustness import contrasts as R
+from study.robustness import contrasts
 from study.outputs.figure_style import save_figure
 from study.robustness.figures import contrasts_figure, corruption_figure, probe_figure
 from study.robustness.scoring import (COST_COLUMNS, SCORE_COLUMNS, conditions, probe_set, score_run_files,
                                       scoring_workers)
 from study.runs.table import collect_runs
 from study.core.config import Params
+from study.plan.params import plan_params
+from study.robustness.params import robustness_params
+from study.stats.confidence import confidence
 from study.robustness.grids import check_robustness, occlusion_grid, plan_scoring, probe_settings
 from study.data.prepared import Prepared, read_prepared
 from study.core.io import atomic_dir
@@ -55,7 +58,7 @@ def reference_model(params: Params) -> str:
 def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: Path) -> str:
     tic = time.perf_counter()
     device = runtime.pick_device(params.train.device)
-    r, conf = params.analysis.robustness, params.analysis.curves.confidence
+    r, conf, planned = robustness_params(params), confidence(params), plan_params(params)
     runs = collect_runs(runs_dir)
     data = read_prepared(prepared)
     chosen = probe_set(len(data.test_labels), r.images, r.seed)
@@ -73,26 +76,29 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
         scores, consistency, cost = score_run_files(models, images, labels, settings, uniform=r.uniform_attention,
                                                     **scoring)
         plan = _score_plan(params, data, trained_runs, models, settings, scoring) \
-            if params.analysis.plan is not None else None
-    runs = R.with_variant_runs(trained_runs, scores)
+            if planned is not None else None
+    runs = contrasts.with_variant_runs(trained_runs, scores)
     recorded = {"images": len(chosen), "image_seed": r.seed}
-    table = R.per_run(scores, runs).assign(**recorded)  # the clean images once, as probe "clean"
-    shifts = R.consistency_rows(consistency, runs).assign(**recorded)
+    table = contrasts.per_run(scores, runs).assign(**recorded)  # the clean images once, as probe "clean"
+    shifts = contrasts.consistency_rows(consistency, runs).assign(**recorded)
     reference = reference_model(params)
     pairs = [(name, reference) for name in params.trained_models if name != reference]
-    ablated = R.variant_pairs(table)  # vit@uniform - vit, ...: each variant against its own run only
-    summary = R.summarise(R.with_level_zero(table), conf)  # every probe's curve starts at the clean images
-    accuracy = R.contrasts(table, pairs + ablated, "accuracy", conf)
-    retained = R.contrasts(table, pairs + ablated, "retained", conf)
-    stable = R.contrasts(shifts, pairs + ablated, R.CONSISTENCY, conf)
+    ablated = contrasts.variant_pairs(table)  # vit@uniform - vit, ...: each variant against its own run only
+    # every probe's curve starts at the clean images
+    summary = contrasts.summarise(contrasts.with_level_zero(table), conf)
+    accuracy = contrasts.contrasts(table, pairs + ablated, "accuracy", conf)
+    retained = contrasts.contrasts(table, pairs + ablated, "retained", conf)
+    stable = contrasts.contrasts(shifts, pairs + ablated, contrasts.CONSISTENCY, conf)
     # Trends in two calls: a trend's Holm family is the comparisons of one call at one condition, so the
     # variants' contrasts must not widen the model comparisons' intervals.
-    trends = pd.concat([R.contrast_trends(data, compared, metric, conf) for compared in (pairs, ablated) if compared
-                        for data, metric in ((table, "accuracy"), (table, "retained"), (shifts, R.CONSISTENCY))],
+    trends = pd.concat([contrasts.contrast_trends(data, compared, metric, conf)
+                        for compared in (pairs, ablated) if compared
+                        for data, metric in ((table, "accuracy"), (table, "retained"),
+                                             (shifts, contrasts.CONSISTENCY))],
                        ignore_index=True)
-    flips = R.winner_flips(accuracy)
-    mce, ce = R.mce_tables(R.trained_only(table), reference, conf)
-    values, headline = R.headline(summary, accuracy, trends, grid)
+    flips = contrasts.winner_flips(accuracy)
+    mce, ce = contrasts.mce_tables(contrasts.trained_only(table), reference, conf)
+    values, headline = contrasts.headline(summary, accuracy, trends, grid)
     pct = f"{conf:.0%}"
     where = (f"{len(chosen):,} test images drawn with seed {r.seed}"
              + (" (the whole test set)" if len(chosen) == len(data.test_labels) else ""))
@@ -133,7 +139,7 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
         write_table(shifts, tmp / robustness.CONSISTENCY_RUNS,
                     "Share of predictions a 1-px shift changes from the clean "
                     "ones (changed) and its complement (consistency), per run and direction.")
-        write_table(R.summarise(shifts, conf, values=("consistency",)), tmp / robustness.CONSISTENCY,
+        write_table(contrasts.summarise(shifts, conf, values=("consistency",)), tmp / robustness.CONSISTENCY,
                     f"1-px shift consistency per model and fraction: mean and {pct} t-interval over seeds.")
         write_table(stable, tmp / robustness.CONTRASTS_CONSISTENCY,
                     f"1-px shift consistency contrasts against {reference} (<model>@uniform: against its run), "
@@ -162,7 +168,7 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
                     "run) and scoring them with each model.", 2)
     side_label = f"cells dropped (%) of the {grid}x{grid} grid"
     # The figures show the trained models against the reference CNN; a variant would share its model's colour.
-    summary = R.trained_only(summary)
+    summary = contrasts.trained_only(summary)
     headline = headline[headline["comparison"].isin([f"{a} - {b}" for a, b in pairs])]
     with atomic_dir(figures) as tmp:
         for probe, xlabel, options in ((robustness.OCCLUSION, side_label, {"share": True}),
@@ -189,7 +195,7 @@ def run(params: Params, runs_dir: Path, prepared: Path, figures: Path, tables: P
 @dataclass(frozen=True)
 class _PlanScores:
     scores: pd.DataFrame  # as score_runs returns them
-    table: pd.DataFrame  # per run (R.per_run), as robustness_runs
+    table: pd.DataFrame  # per run (contrasts.per_run), as robustness_runs
     cost: pd.DataFrame
     recorded: dict  # the plan's row of the probe set table
     summary: str  # runs x conditions x images, for the stage's line
@@ -199,7 +205,7 @@ def _score_plan(params: Params, data: Prepared, runs: pd.DataFrame, models: dict
                 ) -> _PlanScores:
     """The analysis plan's conditions for the runs of its models (grids.plan_scoring) on ``analysis.plan.images``
     test images, drawn by the exploratory set's rule and seed (all of them when the plan asks for as many)."""
-    r, plan = params.analysis.robustness, params.analysis.plan
+    r, plan = robustness_params(params), plan_params(params)
     names, uniform, keys = plan_scoring(params)
     chosen = probe_set(len(data.test_labels), plan.images, r.seed)
     runs_scored = {key: path for key, path in models.items() if key[0] in names}
@@ -208,7 +214,8 @@ def _score_plan(params: Params, data: Prepared, runs: pd.DataFrame, models: dict
                                           uniform=frozenset(uniform), only=frozenset(keys), **scoring)
     else:  # no claim whose models the study trains: an empty table, in the layout the plan stage reads
         scores, cost = pd.DataFrame(columns=SCORE_COLUMNS), pd.DataFrame(columns=COST_COLUMNS)
-    table = R.per_run(scores, R.with_variant_runs(runs, scores)).assign(images=len(chosen), image_seed=r.seed)
+    table = contrasts.per_run(scores, contrasts.with_variant_runs(runs, scores)).assign(images=len(chosen),
+                                                                                       image_seed=r.seed)
     variants = len(scores) // len(keys) - len(runs_scored) if keys else 0
     recorded = {"scoring": "plan", "images": len(chosen), "image_seed": r.seed, "runs": len(runs_scored),
                 "conditions": len(keys), "uniform_attention": ", ".join(f"{m}{robustness.UNIFORM}" for m in uniform)

@@ -14,6 +14,8 @@ a per-seed difference between two models (same subset, same seed) is one paired 
   excludes 0.
 - :func:`equivalence_bound` — where an adjusted interval includes 0, the largest difference it leaves possible:
   "no detectable difference" is then stated with the differences the data exclude.
+- :func:`holm_differences` — several Holm families of paired differences at once (one per model, say), each
+  sample's adjusted interval and equivalence bound as the columns of a contrast table.
 - :func:`seed_slopes`, :func:`slope_interval` — a trend over training-set sizes fitted per seed, and its t-interval.
 - :func:`seeds_within` — a projection: the seeds at which an interval of the same mean and spread would lie
   within a bound (the budget check's cost of settling an undetermined cell).
@@ -156,6 +158,21 @@ def equivalence_bound(low: float, high: float, significant: bool, seeds: int) ->
     if significant or seeds < MIN_SEEDS or not (np.isfinite(low) and np.isfinite(high)):
         return float("nan")
     return float(max(abs(low), abs(high)))
+
+
+def holm_differences(families: list[list], confidence: float) -> list[dict]:
+    """For families of per-seed samples of paired differences (``families[k][i]``: comparison ``i`` of family
+    ``k``), each family Holm-adjusted on its own (:func:`holm_intervals`): one dict per sample, in the order of the
+    families and then of their samples, with the columns ``difference`` (the mean), ``ci_low``, ``ci_high``,
+    ``confidence`` (the adjusted interval and its level), ``p_holm``, ``significant`` and ``equivalence_bound``
+    (:func:`equivalence_bound`, over the sample's seeds)."""
+    out = []
+    for family in families:
+        for sample, a in zip(family, holm_intervals(family, confidence)):
+            out.append({"difference": a.mean, "ci_low": a.low, "ci_high": a.high, "confidence": a.confidence,
+                        "p_holm": a.p_holm, "significant": a.significant,
+                        "equivalence_bound": equivalence_bound(a.low, a.high, a.significant, len(sample))})
+    return out
 
 
 def seed_slopes(x, per_seed_y: list) -> np.ndarray:

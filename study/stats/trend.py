@@ -22,6 +22,11 @@ the coverage by simulation with a seed effect, and that treating the rows as ind
 :func:`trend_table` forms the Holm families (the means of the comparisons one family, their slopes another), with
 the convention of :func:`study.stats.intervals.holm_levels`, so an adjusted interval excludes 0 exactly where Holm
 rejects. Classifying an interval against the smallest effect of interest is :mod:`study.stats.verdicts`' job.
+
+The trends of the curves and robustness stages (:func:`study.curves.efficiency.gap_trends`,
+:func:`study.robustness.contrasts.contrast_trends`) are fitted by :func:`step_free_pairs`,
+:func:`decade_slopes` and :func:`slope_rows`: one slope per seed over the fractions where neither model has a
+step-bound run, each family of comparisons Holm-adjusted with :func:`study.stats.intervals.holm_intervals`.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from study.stats.intervals import holm_levels, holm_p, t_p, t_bounds
+from study.stats.intervals import (MIN_SEEDS, equivalence_bound, holm_intervals, holm_levels, holm_p,
+                                   seed_slopes, t_bounds, t_interval, t_p)
 
 
 @dataclass(frozen=True)
@@ -165,3 +171,51 @@ def trend_table(comparisons: dict[str, pd.DataFrame], confidence: float, value: 
                                       "seed_sd", "seed_variance_share")},
         })
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def step_free_pairs(pairs: list[tuple[str, str]], measured, step_bound: pd.DataFrame) -> list[tuple[str, str, list]]:
+    """``(a, b, fractions)`` for each pair of ``pairs`` whose two models are both ``measured`` (a collection of model
+    names), in order: the fractions at which no run of ``a`` or ``b`` is step-bound, in the order of
+    ``step_bound``'s index.
+
+    ``step_bound``: one row per (fraction, seed), one column per model, true (or 1) where that run is step-bound:
+    still improving on the min_steps floor, so that more steps, not more data, would have raised it
+    (:mod:`study.runs.table`). A slope over fractions that includes one would mix the budget into the trend."""
+    out = []
+    for a, b in pairs:
+        if a not in measured or b not in measured:
+            continue
+        flagged = (step_bound[a] + step_bound[b]).groupby(level="fraction").sum()
+        out.append((a, b, [f for f in flagged.index if flagged[f] == 0]))
+    return out
+
+
+def decade_slopes(values: pd.Series, fractions: list, sizes: pd.Series) -> np.ndarray:
+    """Each seed's least-squares slope of ``values`` (index (fraction, seed)) on log₁₀ of its training images
+    (``sizes``: training images per fraction), over ``fractions`` (:func:`study.stats.intervals.seed_slopes`: a
+    seed with fewer than 2 of them contributes no slope)."""
+    x = np.log10(sizes[fractions].to_numpy(float))
+    per_seed = values.unstack("seed").reindex(fractions)  # (fractions, seeds)
+    return seed_slopes(x, [per_seed[s].to_numpy() for s in per_seed])
+
+
+def slope_rows(slopes: list[np.ndarray], families: list, confidence: float, inferred_only: bool = False
+               ) -> list[dict]:
+    """One dict of statistics per sample of per-seed slopes, in input order: the mean slope and its raw
+    ``confidence`` t-interval (``slope_per_decade``, ``ci_*``), the Holm-adjusted interval across the samples of
+    the same family (``families[i]`` labels sample ``i``'s; ``adj_*``, ``p_holm``, ``significant``), ``seeds``,
+    ``inference`` (at least :data:`~study.stats.intervals.MIN_SEEDS` slopes) and, where no trend is detected, the
+    ``equivalence_bound``. ``inferred_only``: ``significant`` also needs ``inference``."""
+    out: list[dict] = [{} for _ in slopes]
+    for family in dict.fromkeys(families):
+        members = [i for i, label in enumerate(families) if label == family]
+        for i, adj in zip(members, holm_intervals([slopes[i] for i in members], confidence)):
+            values = slopes[i]
+            mean, _, half = t_interval(values, confidence) if values.size else (np.nan, np.nan, np.nan)
+            inference = values.size >= MIN_SEEDS
+            out[i] = {"slope_per_decade": mean, "ci_low": mean - half, "ci_high": mean + half, "adj_ci_low": adj.low,
+                      "adj_ci_high": adj.high, "adj_confidence": adj.confidence, "p_holm": adj.p_holm,
+                      "significant": bool(inference and adj.significant) if inferred_only else adj.significant,
+                      "seeds": values.size, "inference": inference,
+                      "equivalence_bound": equivalence_bound(adj.low, adj.high, adj.significant, values.size)}
+    return out

@@ -12,11 +12,24 @@ import argparse
 import os
 from pathlib import Path
 
+from study.attention.params import attention_params
+from study.controls.params import controls_params
 from study.core.config import INPUT_SHAPES, NUM_CLASSES, Params, load_params, parse_params
 from study.core.errors import StudyError
+from study.infra.engine.params import engine_params
+from study.plan.params import plan_params
+from study.cka.params import cka_params
+from study.runs.inspected import inspected_seed
+from study.stats.confidence import confidence
 from study.models import check_archs, check_models
 from study.presets import preset_params
 from study.robustness.grids import check_robustness
+from study.robustness.params import robustness_params
+
+# The reader of every section that a question validates itself (study.core.config.section): each one raises the
+# section's one-line error. A new section's reader is added here so that `study check` validates it.
+SECTION_READERS = (inspected_seed, confidence, cka_params, attention_params, robustness_params, controls_params,
+                   plan_params, engine_params)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> str:
     params, source = read(args.params)
+    check_sections(params)
     check_archs({name: m.arch for name, m in params.models.items()}, source)
     size, chans = INPUT_SHAPES[params.data.dataset]
     check_models({name: (m.arch, m.arch_args) for name, m in params.models.items()},
@@ -32,6 +46,12 @@ def main(args: argparse.Namespace) -> str:
     check_robustness(params, source)
     return (f"check: {source} is valid ({len(params.models)} models built for {size}x{size}x{chans} inputs, "
             f"{len(params.fractions)} fractions, {len(params.seeds)} seeds)")
+
+
+def check_sections(params: Params) -> None:
+    """Validate every section the core schema leaves to its question (a bad one raises its one-line error)."""
+    for read_section in SECTION_READERS:
+        read_section(params)
 
 
 def read(path: Path) -> tuple[Params, str]:

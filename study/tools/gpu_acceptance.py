@@ -1,11 +1,14 @@
-"""``study gpu-acceptance``: the steps of :mod:`study.infra.bench.acceptance`, results into ``--out``.
+"""``study gpu-acceptance``: the steps of :mod:`benchmarks.acceptance`, results into ``--out``.
 
 Run from the project root. ``--params`` is the default study; ``--smoke`` swaps every preset for the smoke preset
 (configs/smoke.yaml merged over params.yaml, as every preset is), the models for toy sizes, and runs one training
 stage of it for the default study.
 ``--merge``: run nothing; gather the folders of earlier calls (one per device call) into ``--out`` and render it;
 with ``--compare-runs``, also set the default study's GPU runs beside the CPU runs of that table
-(:mod:`study.infra.bench.device_runs`).
+(:mod:`benchmarks.acceptance.device_runs`).
+
+The measurements and the report are the benchmarks' (:mod:`benchmarks.acceptance.steps`, outside the package); how
+big each step is, on a GPU and with ``--smoke``, is :mod:`benchmarks.acceptance.sizes`.
 """
 
 from __future__ import annotations
@@ -16,14 +19,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.acceptance import steps as acc
+from benchmarks.acceptance.device_runs import compare, paired_runs, runs_from_log, runs_from_metrics
+from benchmarks.acceptance.scratch_repro import archive_outputs, scratch_copy, timed_repro
+from benchmarks.acceptance.sizes import TIME_LIMIT_SECONDS, acceptance_sizes
+from benchmarks.from_params import bench_models, bench_shape
+from benchmarks.profile import profile_models
+from benchmarks.startup import time_startup
 from study.core import runtime
-from study.infra.bench import acceptance as acc
-from study.infra.bench.device_runs import compare, paired_runs, runs_from_log, runs_from_metrics
-from study.infra.bench.from_params import bench_models, bench_shape
-from study.infra.bench.profile import profile_models
-from study.infra.bench.scratch_repro import archive_outputs, scratch_copy, timed_repro
-from study.infra.bench.startup import time_startup
 from study.core.config import parse_params
+from study.stats.confidence import confidence
 from study.core.errors import StudyError
 from study.core.entry import configured
 from study.presets import preset_params, preset_text
@@ -39,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="run only this step (repeatable; default: all, in this order); each is sized for one 10-minute "
                    "device call, and a later call adds its rows to --out")
     p.add_argument("--smoke", action="store_true", help="toy sizes and the smoke preset: the CPU check CI runs")
-    p.add_argument("--time-limit", type=float, default=540.0, help="seconds after which a `dvc repro` is stopped "
-                   "(default 540)")
+    p.add_argument("--time-limit", type=float, default=TIME_LIMIT_SECONDS, help="seconds after which a `dvc repro` "
+                   f"is stopped (default {TIME_LIMIT_SECONDS:.0f})")
     p.add_argument("--group", action="append", choices=("headline", "default"), help="the steps step: only this "
                    "group of models (repeatable; default both)")
     p.add_argument("--jobs", type=int, help="run the studies with `study run --jobs N` (a local pool of N stages at "
@@ -72,22 +77,21 @@ def main(args: argparse.Namespace) -> str:
         report = acc.merge_folders(args.merge, out)
         if args.compare_runs and (out / "dvc-default-study.log").is_file():
             pairs = paired_runs(_default_study_runs(out), pd.read_csv(args.compare_runs))
-            acc.write_comparison(out, pairs, compare(pairs, params.analysis.curves.confidence))
+            acc.write_comparison(out, pairs, compare(pairs, confidence(params)))
             report = acc.render(out)
         return f"gpu-acceptance: {len(args.merge)} folder(s) merged -> {report}"
     if not (root / "dvc.yaml").is_file():
         raise StudyError(f"no dvc.yaml in {root}; run `study gpu-acceptance` from the project root")
     dataset_files = args.dataset_files or (KIT_DATASET if KIT_DATASET.is_dir() else None)
     steps = args.step or list(acc.STEPS)
-    # The presets whose models are benched; cifar100_gpu's are cifar10_gpu's with a 100-class head.
-    names = ["smoke"] if args.smoke else ["fashionmnist_gpu", "cifar10_gpu"]
+    sizes = acceptance_sizes(args.smoke)
+    names = list(sizes.bench_presets)  # the presets whose models are benched
     if "gpu-preset" in steps and not args.smoke:  # checked before anything is written
         names.append(args.preset)
     presets = {name: parse_params(preset_params(root, name), source=f"configs/{name}.yaml") for name in names}
     device = runtime.pick_device(params.train.device)
     if device.type == "cuda":
         runtime.configure(threads=params.train.threads, deterministic=False)  # cuDNN autotuning, as the presets
-    size = acc.SMOKE_SIZE if args.smoke else acc.GPU_SIZE
     out.mkdir(parents=True, exist_ok=True)
     acc.write_device(out, device)
     done = []
@@ -95,32 +99,32 @@ def main(args: argparse.Namespace) -> str:
         if step in acc.BENCH_STEPS:
             groups = ([("headline", acc.HEADLINE_SHAPE, list(acc.HEADLINE))] if step == "bench" else
                       [(name, bench_shape(p), bench_models(p)) for name, p in presets.items()])
-            table = acc.bench_groups(groups, size, device, precision="auto")
+            table = acc.bench_groups(groups, sizes.bench, device, precision="auto")
             acc.merge_csv(out / "bench.csv", table, step)
             done.append(f"{step}: {len(table)} rows")
             continue
         if step == acc.VARIANTS_STEP:
             study = presets["smoke"] if args.smoke else params
             groups = acc.variant_groups(bench_models(study, ["resnet", "vit"]), bench_shape(study),
-                                        size.batch_size if args.smoke else study.budget.batch_size,
-                                        headline_batch=size.batch_size, compile_models=size.compile_model)
+                                        sizes.variants_default_batch or study.budget.batch_size,
+                                        headline_batch=sizes.variants.batch_size,
+                                        compile_models=sizes.variants.compile_model)
             groups = [g for g in groups if g[0] in (args.group or ("headline", "default"))]
-            table = acc.bench_variant_groups(groups, size if args.smoke else acc.VARIANTS_GPU_SIZE, device,
-                                             precision="auto")
+            table = acc.bench_variant_groups(groups, sizes.variants, device, precision="auto")
             for group, rows in table.groupby("group", sort=False):  # a later call may redo one group alone
                 acc.merge_csv(out / "variants.csv", rows, f"{step}-{group}")
             done.append(f"{step}: {len(table)} rows, {int((table['error'].fillna('') != '').sum())} failed")
             continue
         if step == acc.STARTUP_STEP:
-            table = time_startup(repeats=1 if args.smoke else 3, cuda=device.type == "cuda")
+            table = time_startup(repeats=sizes.startup_repeats, cuda=device.type == "cuda")
             acc.merge_csv(out / "startup.csv", table, step)
             done.append(f"{step}: " + ", ".join(f"{r.command} {r.median_s:.2f} s" for r in table.itertuples()))
             continue
         if step == acc.PROFILE_STEP:
-            summary, kernels = profile_models(list(acc.HEADLINE), acc.HEADLINE_SHAPE, batch_size=size.batch_size,
-                                              steps=acc.PROFILE_STEPS["smoke" if args.smoke else "gpu"],
-                                              warmup_steps=size.warmup_steps, images=size.images, device=device,
-                                              compile_model=size.compile_model)
+            bench = sizes.bench
+            summary, kernels = profile_models(list(acc.HEADLINE), acc.HEADLINE_SHAPE, batch_size=bench.batch_size,
+                                              steps=sizes.profile_steps, warmup_steps=bench.warmup_steps,
+                                              images=bench.images, device=device, compile_model=bench.compile_model)
             acc.merge_csv(out / "profile.csv", summary, step)
             acc.merge_csv(out / "kernels.csv", kernels, step)
             done.append(f"{step}: {len(summary)} models")
@@ -129,8 +133,9 @@ def main(args: argparse.Namespace) -> str:
         study = presets[name] if name else params
         label, text = (f"{name}.yaml", preset_text(root, name)) if name else (args.params.name, args.params.read_text())
         targets = ([f"train@{study.baselines[0]}-{study.fractions[0]}-{study.seeds[0]}"]
-                   if args.smoke and step == "default-study" else [])
-        limit = min(args.time_limit, 12.0) if args.smoke and step == "gpu-preset" else args.time_limit  # the stop
+                   if step == "default-study" and not sizes.whole_default_study else [])
+        limit = (min(args.time_limit, sizes.preset_seconds) if step == "gpu-preset" and sizes.preset_seconds
+                 else args.time_limit)
         files = dataset_files if study.data.dataset == "fashionmnist" else None
         if args.gpus_per_run is not None:
             if "\nengine:" in "\n" + text:

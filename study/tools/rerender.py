@@ -18,8 +18,10 @@ import hashlib
 import json
 from pathlib import Path
 
-from study import controls, efficiency, plan, robustness
+from study import controls, curves, plan, robustness
 from study.core.config import parse_params
+from study.controls.params import controls_params
+from study.plan.params import plan_params
 from study.core.errors import StudyError
 from study.core.version import study_version
 from study.core.io import write_json, write_text
@@ -41,7 +43,7 @@ def main(args: argparse.Namespace) -> str:
 
 def rerender(root: Path, name: str, study: Path) -> str:
     from study.controls import stage as controls_stage
-    from study.efficiency.report import headline_metrics
+    from study.curves.report import headline_metrics
     from study.plan import stage as plan_stage
     from study.report.provenance import code_state
     from study.report.render import render_report
@@ -53,15 +55,15 @@ def rerender(root: Path, name: str, study: Path) -> str:
     text = params_text(raw, preset_comment(root, name))
     params = parse_params(raw, source=f"configs/{name}.yaml merged over params.yaml")
     tables, figures = study / "tables", study / "figures"
-    if not (tables / efficiency.FOLDER / f"{efficiency.RUNS}.csv").is_file():
+    if not (tables / curves.FOLDER / f"{curves.RUNS}.csv").is_file():
         raise StudyError(f"{study}: no committed run table (tables/curves/runs.csv); the report reads it")
     recomputed = []
     scored = tables / robustness.FOLDER
     if (scored / f"{robustness.RUNS}.csv").is_file():
-        if params.analysis.controls.pairs:
+        if controls_params(params).pairs:
             controls_stage.run(params, scored, figures / controls.FOLDER, tables / controls.FOLDER)
             recomputed.append(controls.FOLDER)
-        if params.analysis.plan is not None and params.analysis.plan.claims:
+        if (planned := plan_params(params)) is not None and planned.claims:
             plan_stage.run(params, scored, figures / plan.FOLDER, tables / plan.FOLDER)
             recomputed.append(plan.FOLDER)
     prov = json.loads((study / "provenance.json").read_text())

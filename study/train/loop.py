@@ -33,9 +33,10 @@ from study.train.convergence import convergence
 from study.train.evaluate import evaluate
 from study.train.graphed import GraphedTrainStep, wants_graph
 from study.train.losses import DistillationLoss
-from study.train.resume import load_resume, save_resume
+from study.train.recipe import Recipe
+from study.train.resume import load_resume, run_fingerprint, save_resume
 from study.train.spec import RunSpec
-from study.train.step import Recipe, TrainStep
+from study.train.step import StepSpec, TrainStep, resolved_precision
 
 # Validation evaluations per run, evenly spaced: a coarse learning curve whose last two points span the last
 # quarter of the steps, for the convergence check (study.train.convergence). Each is one validation pass.
@@ -56,50 +57,80 @@ class RunPaths:
     initial: Path | None = None  # init.pt: the weights before the first step (the attention analysis's baseline)
 
 
-def train_run(
-    *,
-    model: nn.Module,
-    spec: RunSpec,
-    recipe: Recipe,
-    budget: Budget,
-    train: tuple[np.ndarray, np.ndarray],
-    validation: tuple[np.ndarray, np.ndarray],
-    test: tuple[np.ndarray, np.ndarray],
-    seed: int,
-    augmentation: Augmentation,
-    device: torch.device,
-    loss_fn: nn.Module,
-    channels_last: bool,
-    compile_model: bool,
-    precision: str,
-    eval_batch_size: int,
-    graph: str = "off",
-    checkpoint_every: int,
-    fingerprint: str,
-    paths: RunPaths,
-    label: str,
-) -> dict:
-    """Train ``model`` for ``budget.steps`` steps and write the run's files; return its metrics."""
+@dataclass(frozen=True)
+class TrainSpec:
+    """Everything that determines how one run trains, built once from the validated params at the edge
+    (:func:`study.train.stage.run`): what is trained, how, for how long, on which images, where it is written."""
+
+    run: RunSpec  # what is trained; train_run adds the training set's normalisation before writing it
+    recipe: Recipe
+    augmentation: Augmentation
+    budget: Budget
+    device: torch.device
+    channels_last: bool  # NHWC inputs and weights: a CNN's (the registry's traits, study.archs)
+    compile: bool  # train.compile
+    precision: str  # train.precision
+    graph: str  # train.graph: "auto" captures the step as a CUDA graph on CUDA (study.train.graphed)
+    eval_batch_size: int
+    checkpoint_every: int  # optimiser steps between resume points
+    subset: str  # digest of the training subset's indices
+    validation: str  # digest of the validation split's indices
+    paths: RunPaths
+    label: str  # names the run in progress bars and messages
+
+    @property
+    def step(self) -> StepSpec:
+        """How each optimiser step is taken (:class:`study.train.step.TrainStep`)."""
+        return StepSpec(self.recipe, self.budget.steps, self.budget.batch_size, self.run.seed, self.device,
+                        self.channels_last, self.compile, self.precision)
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of everything that determines the run's weights: a resume state written under another one is
+        ignored. The timing and output settings (checkpoint_every, eval_batch_size, paths, label) are not in it."""
+        return run_fingerprint(
+            spec=self.run.as_dict(), recipe=self.recipe, budget=self.budget.as_dict(),
+            augment=self.augmentation.as_dict(), device=self.device.type, compile=self.compile,
+            precision=resolved_precision(self.device, self.precision), subset=self.subset, validation=self.validation,
+            **({"graph": self.graph} if self.device.type == "cuda" else {}),  # CPU runs: always eager
+        )
+
+
+@dataclass(frozen=True)
+class RunData:
+    """A run's images ``(N, H, W, C)`` uint8 and labels ``(N,)``: its training subset, the validation split and the
+    test set, as the model sees them (scrambled for a scrambled model)."""
+
+    train: tuple[np.ndarray, np.ndarray]
+    validation: tuple[np.ndarray, np.ndarray]
+    test: tuple[np.ndarray, np.ndarray]
+
+
+def train_run(spec: TrainSpec, model: nn.Module, loss_fn: nn.Module, data: RunData) -> dict:
+    """Train ``model`` under ``loss_fn`` for ``spec.budget.steps`` steps and write the run's files; return its
+    metrics."""
+    device, budget, paths, label = spec.device, spec.budget, spec.paths, spec.label
     on_gpu = device.type == "cuda"
+    train = data.train
     mean_list, std_list = channel_stats(train[0])
     mean = torch.tensor(mean_list, device=device)
     std = torch.tensor(std_list, device=device)
-    spec = spec.with_normalisation(mean_list, std_list)
+    run = spec.run.with_normalisation(mean_list, std_list)
     if paths.initial is not None:  # before any step (a resumed run rebuilt the same weights from its seed)
-        save_trained(paths.initial, model, spec)
-    train_split, val_split, test_split = (DeviceSplit(*arrays, device) for arrays in (train, validation, test))
+        save_trained(paths.initial, model, run)
+    train_split, val_split, test_split = (DeviceSplit(*arrays, device) for arrays in (train, data.validation,
+                                                                                      data.test))
 
     model = model.to(device)
-    if channels_last:
+    if spec.channels_last:
         model = model.to(memory_format=torch.channels_last)
     loss_fn = loss_fn.to(device)
     image_size = tuple(train[0].shape[1:3])  # (H, W) of the (N, H, W, C) images
-    augment = BatchAugment(augmentation, mean, std, spec.num_classes, image_size)
-    graphed = wants_graph(device, graph)
-    train_step = (GraphedTrainStep if graphed else TrainStep)(
-        model, loss_fn, recipe, train_split, augment, budget.steps, budget.batch_size, seed, device, channels_last,
-        compile_model, precision)
+    augment = BatchAugment(spec.augmentation, mean, std, run.num_classes, image_size)
+    graphed = wants_graph(device, spec.graph)
+    train_step = (GraphedTrainStep if graphed else TrainStep)(model, loss_fn, train_split, augment, spec.step)
     optimizer, autocast = train_step.optimizer, train_step.autocast
+    channels_last, eval_batch_size, fingerprint = spec.channels_last, spec.eval_batch_size, spec.fingerprint
     eval_every = math.ceil(budget.steps / _HISTORY_POINTS)
 
     distilled = loss_fn if isinstance(loss_fn, DistillationLoss) else None  # counts the teacher's labels
@@ -134,7 +165,7 @@ def train_run(
             loss_steps = 0
             progress.set_postfix(val_top1=f"{val['top1']:.3f}")
             tic = time.perf_counter()
-        if step % checkpoint_every == 0 and step < budget.steps:
+        if step % spec.checkpoint_every == 0 and step < budget.steps:
             _check_finite(loss_sum, step, label)
             train_seconds += _sync_elapsed(tic, device)
             save_resume(paths.resume, fingerprint, model, optimizer, step, history, loss_sum, loss_steps, train_seconds,
@@ -146,18 +177,18 @@ def train_run(
     test_scores = evaluate(model, test_split, mean, std, eval_batch_size, channels_last, autocast, predictions)
     scored = DeviceSplit(train[0][:_TRAIN_SCORE_IMAGES], train[1][:_TRAIN_SCORE_IMAGES], device)
     train_scores = evaluate(model, scored, mean, std, eval_batch_size, channels_last, autocast)
-    save_trained(paths.checkpoint, model, spec)
+    save_trained(paths.checkpoint, model, run)
     with atomic_path(paths.predictions) as tmp, tmp.open("wb") as file:
         np.save(file, torch.cat(predictions, dim=1).to(torch.int16).cpu().numpy())  # (1 + heads, N)
     import pandas as pd  # here, not at the top: its import is a quarter second of every training stage's start
 
     with atomic_path(paths.history) as tmp:
         pd.DataFrame(history).to_csv(tmp, index=False)
-    metrics = _metrics(spec, budget, test_scores, history, train_seconds, device,
+    metrics = _metrics(run, budget, test_scores, history, train_seconds, device,
                        train_step.precision, train_step.compiled)
     metrics["train_top1"] = round(train_scores["top1"], 6)  # on the subset's first images, unaugmented
     metrics["train_scored_images"] = len(scored)
-    metrics["augment"] = augmentation.as_dict()
+    metrics["augment"] = spec.augmentation.as_dict()
     metrics["convergence"] = convergence(history)
     if graphed:  # only where it applies, so that CPU runs' files stay as they were
         metrics["graph"] = ("after host-side augmentation" if not train_step.inline_batch else

@@ -1,10 +1,10 @@
 """Stage ``train``: one model, one fraction, one seed, from validated params to a finished run.
 
 This is where params meet the training library: it checks the request against params, builds the model (and
-for a distilled student the loss around the teacher trained on the same fraction and seed), plans the budget,
-fingerprints everything that determines the run (so a stale resume state is ignored) and calls
-:func:`study.train.loop.train_run`. ``study levers`` calls :func:`run` too, so a trial is exactly a run
-of the pipeline. ``--budget check`` scales the budget by ``budget_check.factor`` for the budget check's longer runs; such a run records the
+for a distilled student the loss around the teacher trained on the same fraction and seed), plans the budget, and
+builds the run's one :class:`study.train.loop.TrainSpec` (whose fingerprint covers everything that determines the
+run, so a stale resume state is ignored) for :func:`study.train.loop.train_run`. ``study levers`` calls :func:`run`
+too, so a trial is exactly a run of the pipeline. ``--budget check`` scales the budget by ``budget_check.factor`` for the budget check's longer runs; such a run records the
 factor in its spec and metrics.
 """
 
@@ -21,13 +21,12 @@ from study.data.prepared import read_prepared, sha256
 from study.data.scramble import draw_scramble, scramble_images, scramble_setting
 from study.data.subsets import read_subset
 from study.core.errors import StudyError
-from study.models import build_model, check_archs, is_transformer
+from study.archs import traits
+from study.models import build_model, check_archs
 from study.models.cost import count_parameters, forward_flops
 from study.core.entry import configured
 from study.train.budget import Budget, plan_budget
-from study.train.loop import RunPaths, train_run
-from study.train.resume import run_fingerprint
-from study.train.step import resolved_precision
+from study.train.loop import RunData, RunPaths, TrainSpec, train_run
 from study.train.losses import LabelLoss
 from study.train.recipe import recipe_from_params
 from study.train.spec import RunSpec
@@ -93,7 +92,7 @@ def run(params: Params, model_name: str, fraction: float, seed: int, prepared: P
         return images if scramble is None else scramble_images(np.asarray(images), scramble)
 
     model = build_model(recipe_params.arch, data.num_classes, data.image_size, data.in_chans, **recipe_params.arch_args)
-    spec = RunSpec(
+    run_spec = RunSpec(
         model_name=model_name, arch=recipe_params.arch, arch_args=dict(recipe_params.arch_args),
         num_classes=data.num_classes, image_size=data.image_size, in_chans=data.in_chans,
         fraction=fraction, seed=seed, params=count_parameters(model),
@@ -108,29 +107,24 @@ def run(params: Params, model_name: str, fraction: float, seed: int, prepared: P
         if teacher is None:
             raise StudyError(f"--model {model_name} is distilled: pass --teacher <path of the teacher's model.pt>")
         t = params.models[distill.teacher]
-        loss_fn, spec = distillation_loss(loss_fn, teacher, distill.teacher, t.arch, dict(t.arch_args),
-                                          distill.kind, distill.alpha, distill.tau, spec, device)
+        loss_fn, run_spec = distillation_loss(loss_fn, teacher, distill.teacher, t.arch, dict(t.arch_args),
+                                              distill.kind, distill.alpha, distill.tau, run_spec, device)
 
     recipe, augmentation = recipe_from_params(recipe_params, params.train.augment)
-    fingerprint = run_fingerprint(
-        spec=spec.as_dict(), recipe=recipe, budget=budget.as_dict(), augment=augmentation.as_dict(), device=device.type,
-        compile=params.train.compile, precision=resolved_precision(device, params.train.precision),
+    spec = TrainSpec(
+        run=run_spec, recipe=recipe, augmentation=augmentation, budget=budget, device=device,
+        channels_last=not traits(recipe_params.arch, recipe_params.arch_args).transformer,
+        compile=params.train.compile, precision=params.train.precision, graph=params.train.graph,
+        eval_batch_size=params.train.eval_batch_size, checkpoint_every=params.train.checkpoint_every,
         subset=sha256(train_idx), validation=sha256(val_idx),
-        **({"graph": params.train.graph} if device.type == "cuda" else {}),  # CPU runs: always eager
-    )
-    metrics_out = train_run(
-        model=model, spec=spec, recipe=recipe, budget=budget,
-        train=(view(data.train_images[train_idx]), data.train_labels[train_idx]),
-        validation=(view(data.train_images[val_idx]), data.train_labels[val_idx]),
-        test=(view(data.test_images), data.test_labels),
-        seed=seed, augmentation=augmentation, device=device, loss_fn=loss_fn,
-        channels_last=not is_transformer(model), compile_model=params.train.compile,
-        precision=params.train.precision, graph=params.train.graph, eval_batch_size=params.train.eval_batch_size,
-        checkpoint_every=params.train.checkpoint_every, fingerprint=fingerprint,
         paths=RunPaths(checkpoint=checkpoint, metrics=metrics, history=history, resume=resume, predictions=predictions,
                        initial=checkpoint.with_name("init.pt")),
         label=f"{model_name} f={fraction} s={seed}" + (f" x{budget_factor:g}" if budget_factor != 1.0 else ""),
     )
+    images = RunData(train=(view(data.train_images[train_idx]), data.train_labels[train_idx]),
+                     validation=(view(data.train_images[val_idx]), data.train_labels[val_idx]),
+                     test=(view(data.test_images), data.test_labels))
+    metrics_out = train_run(spec, model, loss_fn, images)
     heads = ""
     if "test_top1_cls" in metrics_out:
         heads = f" (cls {metrics_out['test_top1_cls']:.4f}, dist {metrics_out['test_top1_dist']:.4f})"

@@ -1,7 +1,8 @@
-"""One optimiser step of the study: the recipe, the optimiser, the precision, and :class:`TrainStep`, the hot path.
+"""One optimiser step of the study: the optimiser, the precision, and :class:`TrainStep`, the hot path.
 
-``train_run`` (:mod:`study.train.loop`) calls :class:`TrainStep` for every step of every run, and so does ``study
-bench``, so the benchmark times exactly the step that trains the study's models.
+``train_run`` (:mod:`study.train.loop`) calls :class:`TrainStep` for every step of every run, and so do the
+benchmarks, so they time exactly the step that trains the study's models. What a step needs beyond the model,
+its loss and its data is one :class:`StepSpec`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
@@ -17,23 +19,27 @@ from study.train.augment import BatchAugment
 from study.train.batches import BatchOrder, DeviceSplit
 from study.train.schedule import lr_at
 
+if TYPE_CHECKING:
+    from study.train.recipe import Recipe
+
 # Parameters exempt from weight decay besides biases and norm weights (all 1-D): ViT's learned tokens
 # and position embeddings (as in timm's `no_weight_decay`).
 _NO_DECAY_NAMES = ("cls_token", "dist_token", "pos_embed")
 
 
 @dataclass(frozen=True)
-class Recipe:
-    """The optimisation recipe of one model (mirrors study.core.config.ModelParams)."""
+class StepSpec:
+    """How every optimiser step of a run is taken: the recipe, the schedule's length and the batch, the seed that
+    orders the batches, and where and in what precision the model runs."""
 
-    optimizer: str
-    lr: float
-    weight_decay: float
-    momentum: float
-    beta2: float
-    label_smoothing: float
-    grad_clip: float
-    warmup: float
+    recipe: Recipe
+    total_steps: int  # the schedule's length: warmup and cosine decay span it
+    batch_size: int
+    seed: int  # orders the batches (BatchOrder) and seeds the augmentation's draws
+    device: torch.device
+    channels_last: bool  # inputs (and the model) in NHWC: a CNN's, per the registry's traits (study.archs)
+    compile: bool  # torch.compile the forward pass
+    precision: str  # train.precision: "auto", "bf16" or "fp32" (resolved_precision)
 
 
 def make_optimizer(model: nn.Module, recipe: Recipe, fused: bool, lr: float | torch.Tensor | None = None,
@@ -83,27 +89,27 @@ class TrainStep:
     Batch ``step`` is gathered from the device-resident split, augmented and normalised there by
     ``augment`` (which also turns the labels into the loss's targets: soft ones under Mixup/CutMix), the lr
     set from the schedule, then forward (under :func:`autocast_for`), loss, backward, optional gradient
-    clipping and the optimiser update. No host sync happens inside. ``train_run`` calls it, and so does
-    ``study bench``, so the benchmark times exactly the step that trains the study's models.
+    clipping and the optimiser update. No host sync happens inside. ``train_run`` calls it, and so do the
+    benchmarks, so they time exactly the step that trains the study's models.
     """
 
-    def __init__(self, model: nn.Module, loss_fn: nn.Module, recipe: Recipe, split: DeviceSplit,
-                 augment: BatchAugment, total_steps: int, batch_size: int, seed: int, device: torch.device,
-                 channels_last: bool, compile_model: bool, precision: str) -> None:
+    def __init__(self, model: nn.Module, loss_fn: nn.Module, split: DeviceSplit, augment: BatchAugment,
+                 spec: StepSpec) -> None:
+        device, recipe = spec.device, spec.recipe
         on_gpu = device.type == "cuda"
         self.model, self.loss_fn, self.recipe, self.split = model, loss_fn, recipe, split
-        self.augment, self.total_steps, self.seed = augment, total_steps, seed
-        self.device, self.channels_last = device, channels_last
+        self.augment, self.total_steps, self.seed = augment, spec.total_steps, spec.seed
+        self.device, self.channels_last = device, spec.channels_last
         self.optimizer = make_optimizer(model, recipe, fused=on_gpu)
-        self.forward = torch.compile(model) if compile_model else model
-        self.compiled = compile_model
-        self.precision = resolved_precision(device, precision)  # "bf16" or "fp32", as recorded in metrics
-        self.autocast = autocast_for(device, precision)
-        self.order = BatchOrder(len(split), batch_size, seed)
+        self.forward = torch.compile(model) if spec.compile else model
+        self.compiled = spec.compile
+        self.precision = resolved_precision(device, spec.precision)  # "bf16" or "fp32", as recorded in metrics
+        self.autocast = autocast_for(device, spec.precision)
+        self.order = BatchOrder(len(split), spec.batch_size, spec.seed)
         # On a GPU the run's whole order lives on the device: copying each step's indices from pageable
         # host memory would synchronise the stream every step, and the host could never run ahead.
-        self.order_table = self.order.table(total_steps).to(device) if on_gpu else None  # (steps, B)
-        self.warmup_steps = math.ceil(recipe.warmup * total_steps)
+        self.order_table = self.order.table(spec.total_steps).to(device) if on_gpu else None  # (steps, B)
+        self.warmup_steps = math.ceil(recipe.warmup * spec.total_steps)
 
     def indices(self, step: int) -> torch.Tensor:
         """The batch of step ``step``: indices (B,) into the split, on its device."""

@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from study.archs import traits
 from study.core.errors import StudyError
-from study.models import is_transformer
 from study.models.cost import forward_flops
 from study.train.artifacts import load_trained
 from study.train.losses import DistillationLoss, LabelLoss
@@ -45,7 +45,7 @@ def distillation_loss(base: LabelLoss, teacher_path: Path, teacher_name: str, te
             f"{t.num_classes} classes, the student {student.in_chans}x{student.image_size}x{student.image_size} "
             f"and {student.num_classes}; train the teacher on the student's dataset (`dvc repro`)"
         )
-    if not is_transformer(teacher_model):  # a CNN teacher: NHWC convolutions are faster
+    if not traits(t.arch, t.arch_args).transformer:  # a CNN teacher: NHWC convolutions are faster
         teacher_model = teacher_model.to(memory_format=torch.channels_last)
     loss = DistillationLoss(base, teacher_model, kind, alpha, tau)
     recorded = replace(student, distill=DistillSpec(kind, t.model_name, alpha, tau, "batchmean"),

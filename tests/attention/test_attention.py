@@ -249,7 +249,7 @@ def test_attention_figures_render_and_save(tmp_path, generator):
 
 from scipy import stats  # noqa: E402
 
-from study.attention import study as A  # noqa: E402
+from study.attention import locality  # noqa: E402
 from study.attention.maps import mean_attention_entropy, uniform_attention_entropy  # noqa: E402
 from study.attention.report import attention_findings, model_contrast_sentences  # noqa: E402
 
@@ -283,12 +283,12 @@ def heads_frame(distances: dict, uniform: float = 14.0) -> pd.DataFrame:
         {"model": m, "state": st, "fraction": f, "seed": s, "layer": layer, "head": h, "distance": d,
          "entropy": d / 10, "uniform_distance": uniform, "uniform_entropy": math.log(16)}
         for (m, st, f, s, layer), ds in distances.items() for h, d in enumerate(ds)
-    ], columns=A.HEAD_COLUMNS)
+    ], columns=locality.HEAD_COLUMNS)
 
 
 def test_local_heads_are_counted_below_three_quarters_of_uniform_and_the_most_local_named():
-    heads = heads_frame({("vit", A.TRAINED, 1.0, 0, 0): [10.6, 14.0, 5.0, 10.4]})  # threshold 10.5 px
-    row = A.layer_statistics(heads).iloc[0]
+    heads = heads_frame({("vit", locality.TRAINED, 1.0, 0, 0): [10.6, 14.0, 5.0, 10.4]})  # threshold 10.5 px
+    row = locality.layer_statistics(heads).iloc[0]
     assert row["local_heads"] == 2 and row["local_threshold"] == pytest.approx(10.5)
     assert row["most_local_head"] == 2 and row["most_local_distance"] == 5.0
     assert row["mean_distance"] == pytest.approx(10.0) and row["heads"] == 4
@@ -296,30 +296,32 @@ def test_local_heads_are_counted_below_three_quarters_of_uniform_and_the_most_lo
 
 def test_heads_are_summarised_by_rank_within_each_seed_not_by_index():
     # Head 0 is local in seed 0, head 1 in seed 1: the most local head is 3 px in both seeds.
-    heads = heads_frame({("vit", A.TRAINED, 1.0, 0, 0): [3.0, 12.0], ("vit", A.TRAINED, 1.0, 1, 0): [12.0, 3.0]})
-    table = A.head_table(heads, 0.95).set_index("head_rank")
+    heads = heads_frame({("vit", locality.TRAINED, 1.0, 0, 0): [3.0, 12.0],
+                         ("vit", locality.TRAINED, 1.0, 1, 0): [12.0, 3.0]})
+    table = locality.head_table(heads, 0.95).set_index("head_rank")
     assert table.loc[0, "distance_mean"] == 3.0 and table.loc[0, "distance_ci_high"] == 3.0
     assert table.loc[1, "distance_mean"] == 12.0 and (table["seeds"] == 2).all()
-    layers = A.layer_table(A.layer_statistics(heads), 0.95).iloc[0]
+    layers = locality.layer_table(locality.layer_statistics(heads), 0.95).iloc[0]
     assert layers["most_local_head"] == "0,1" and layers["most_local_distance"] == 3.0
 
 
 def test_init_rows_have_no_fraction_and_keep_their_own_group():
     nan = float("nan")
-    heads = heads_frame({("vit", A.INIT, nan, 0, 0): [13.0, 14.0], ("vit", A.TRAINED, 1.0, 0, 0): [4.0, 14.0]})
-    layers = A.layer_statistics(heads).set_index("state")
-    assert layers.loc[A.INIT, "most_local_distance"] == 13.0 and np.isnan(layers.loc[A.INIT, "fraction"])
-    assert layers.loc[A.TRAINED, "most_local_distance"] == 4.0
+    heads = heads_frame({("vit", locality.INIT, nan, 0, 0): [13.0, 14.0],
+                         ("vit", locality.TRAINED, 1.0, 0, 0): [4.0, 14.0]})
+    layers = locality.layer_statistics(heads).set_index("state")
+    assert layers.loc[locality.INIT, "most_local_distance"] == 13.0 and np.isnan(layers.loc[locality.INIT, "fraction"])
+    assert layers.loc[locality.TRAINED, "most_local_distance"] == 4.0
 
 
 def test_contrasts_pair_by_seed_and_claim_only_clear_changes():
     nan = float("nan")
     distances = {}
     for seed, noise in zip((0, 1, 2), (0.1, -0.1, 0.05)):
-        distances["vit", A.INIT, nan, seed, 0] = [13.8 + noise, 14.2]
-        distances["vit", A.TRAINED, 0.1, seed, 0] = [6.0 + noise / 2, 14.0]
-        distances["vit", A.TRAINED, 1.0, seed, 0] = [6.0 - noise / 2, 14.0]
-    table = A.contrasts(A.layer_statistics(heads_frame(distances)), 0.95).set_index("versus")
+        distances["vit", locality.INIT, nan, seed, 0] = [13.8 + noise, 14.2]
+        distances["vit", locality.TRAINED, 0.1, seed, 0] = [6.0 + noise / 2, 14.0]
+        distances["vit", locality.TRAINED, 1.0, seed, 0] = [6.0 - noise / 2, 14.0]
+    table = locality.contrasts(locality.layer_statistics(heads_frame(distances)), 0.95).set_index("versus")
     init, smallest = table.loc["init"], table.loc["smallest"]
     assert init["difference"] == pytest.approx(-7.8 - 1.5 * 0.05 / 3)  # per seed: -7.8 - 1.5 * noise
     assert bool(init["significant"]) and init["ci_high"] < 0
@@ -332,10 +334,10 @@ def test_a_null_contrast_gets_the_larger_end_of_its_interval_as_equivalence_boun
     nan = float("nan")
     distances = {}
     for seed, noise in zip((0, 1, 2), (0.1, -0.1, 0.05)):
-        distances["vit", A.INIT, nan, seed, 0] = [13.8 + noise, 14.2]
-        distances["vit", A.TRAINED, 0.1, seed, 0] = [6.0 + noise / 2, 14.0]
-        distances["vit", A.TRAINED, 1.0, seed, 0] = [6.0 - noise / 2, 14.0]
-    table = A.contrasts(A.layer_statistics(heads_frame(distances)), 0.95).set_index("versus")
+        distances["vit", locality.INIT, nan, seed, 0] = [13.8 + noise, 14.2]
+        distances["vit", locality.TRAINED, 0.1, seed, 0] = [6.0 + noise / 2, 14.0]
+        distances["vit", locality.TRAINED, 1.0, seed, 0] = [6.0 - noise / 2, 14.0]
+    table = locality.contrasts(locality.layer_statistics(heads_frame(distances)), 0.95).set_index("versus")
     init, smallest = table.loc["init"], table.loc["smallest"]
     assert np.isnan(init["equivalence_bound"])  # detected: no bound
     # per seed: -noise = (-0.1, 0.1, -0.05); the second of two Holm steps tests at α, so the raw 95% interval.
@@ -344,9 +346,10 @@ def test_a_null_contrast_gets_the_larger_end_of_its_interval_as_equivalence_boun
 
 
 def test_layer_table_gives_the_head_mean_an_interval_over_seeds():
-    heads = heads_frame({("vit", A.TRAINED, 1.0, 0, 0): [4.0, 12.0], ("vit", A.TRAINED, 1.0, 1, 0): [6.0, 12.0],
-                         ("vit", A.TRAINED, 1.0, 2, 0): [5.0, 13.0]})
-    row = A.layer_table(A.layer_statistics(heads), 0.95).iloc[0]
+    heads = heads_frame({("vit", locality.TRAINED, 1.0, 0, 0): [4.0, 12.0],
+                         ("vit", locality.TRAINED, 1.0, 1, 0): [6.0, 12.0],
+                         ("vit", locality.TRAINED, 1.0, 2, 0): [5.0, 13.0]})
+    row = locality.layer_table(locality.layer_statistics(heads), 0.95).iloc[0]
     half = stats.t.ppf(0.975, 2) * np.std([8.0, 9.0, 9.0], ddof=1) / np.sqrt(3)  # head means 8, 9, 9
     assert row["mean_distance"] == pytest.approx(26 / 3)
     assert (row["mean_distance_ci_low"], row["mean_distance_ci_high"]) == pytest.approx((26 / 3 - half, 26 / 3 + half))
@@ -361,15 +364,16 @@ def two_model_layers(local_gain: float) -> pd.DataFrame:
     for seed, (e_vit, e_deit) in enumerate([(0.1, -0.1), (-0.1, 0.05), (0.05, 0.1)]):
         for model, e in (("vit", e_vit), ("deit", e_deit)):
             gain = local_gain if model == "deit" else 0.0
-            distances[model, A.INIT, nan, seed, 0] = [13.8 + e, 14.0, 14.1, 14.2]
-            distances[model, A.TRAINED, 0.1, seed, 0] = [10.0 + e, 13.0, 14.0, 14.0]
-            distances[model, A.TRAINED, 1.0, seed, 0] = [9.0 - gain + e, 13.0, 14.0, 14.0]
-    return A.layer_statistics(heads_frame(distances))
+            distances[model, locality.INIT, nan, seed, 0] = [13.8 + e, 14.0, 14.1, 14.2]
+            distances[model, locality.TRAINED, 0.1, seed, 0] = [10.0 + e, 13.0, 14.0, 14.0]
+            distances[model, locality.TRAINED, 1.0, seed, 0] = [9.0 - gain + e, 13.0, 14.0, 14.0]
+    return locality.layer_statistics(heads_frame(distances))
 
 
 def test_model_contrasts_compare_two_models_directly_paired_by_seed():
-    table = A.model_contrasts(two_model_layers(3.0), [("deit", "vit")], 0.95)
-    assert list(table.columns) == A.MODEL_CONTRAST_COLUMNS and len(table) == 2 * 3  # 2 measures × (init, 2 fractions)
+    table = locality.model_contrasts(two_model_layers(3.0), [("deit", "vit")], 0.95)
+    # 2 measures × (init, 2 fractions)
+    assert list(table.columns) == locality.MODEL_CONTRAST_COLUMNS and len(table) == 2 * 3
     local = table[table["measure"] == "most local head"].set_index("fraction", drop=False)
     full, smallest = local.loc[1.0], local.loc[0.1]
     diffs = np.array([-3.0 - 0.1 - 0.1, -3.0 + 0.05 + 0.1, -3.0 + 0.1 - 0.05])  # deit − vit per seed
@@ -382,7 +386,7 @@ def test_model_contrasts_compare_two_models_directly_paired_by_seed():
     assert not smallest["significant"] and smallest["adj_confidence"] == pytest.approx(0.975)
     assert (smallest["adj_ci_low"], smallest["adj_ci_high"]) == pytest.approx((-half, half))  # mean 0
     assert smallest["equivalence_bound"] == pytest.approx(half)
-    init = local[local["state"] == A.INIT].iloc[0]
+    init = local[local["state"] == locality.INIT].iloc[0]
     assert np.isnan(init["fraction"]) and init["seeds"] == 3  # init rows pair by seed despite their NaN fraction
     spread = table[(table["measure"] == "head mean") & (table["fraction"] == 1.0)].iloc[0]
     assert spread["difference"] == pytest.approx(diffs.mean() / 4)
@@ -415,8 +419,8 @@ def test_model_contrast_sentences_claim_the_direct_difference_and_bound_the_null
 
 
 def test_attention_findings_put_the_head_mean_beside_the_most_local_head():
-    layers = A.layer_table(two_model_layers(3.0), 0.95)
-    text = " ".join(attention_findings(layers, A.contrasts(two_model_layers(3.0), 0.95)))
+    layers = locality.layer_table(two_model_layers(3.0), 0.95)
+    text = " ".join(attention_findings(layers, locality.contrasts(two_model_layers(3.0), 0.95)))
     deit_full = layers[(layers["model"] == "deit") & (layers["fraction"] == 1.0)].iloc[0]
     assert f"the mean over its heads is {layers.iloc[0]['mean_distance']:.2f} px (CI" in text
     assert f"{deit_full['mean_distance']:.2f} px (CI {deit_full['mean_distance_ci_low']:.2f} to " in text
@@ -467,8 +471,8 @@ def test_head_statistics_average_exactly_over_batches_and_carry_the_references()
     model = build_model("vit", 10, 8, 1, patch_size=2, embed_dim=16, depth=2, num_heads=2).eval()
     spec = _spec()
     images = np.random.default_rng(0).integers(0, 256, size=(10, 8, 8, 1), dtype=np.uint8)
-    heads = A.head_statistics({("vit", A.TRAINED, 1.0, 0): (model, spec)}, images, 4, torch.device("cpu"))
-    assert list(heads.columns) == A.HEAD_COLUMNS and len(heads) == 2 * 2
+    heads = locality.head_statistics({("vit", locality.TRAINED, 1.0, 0): (model, spec)}, images, 4, torch.device("cpu"))
+    assert list(heads.columns) == locality.HEAD_COLUMNS and len(heads) == 2 * 2
     with torch.no_grad():
         attn = attention_probs(model, normalised_images(images, spec, torch.device("cpu")))  # all 10 at once
     for layer, a in enumerate(attn):
@@ -481,8 +485,9 @@ def test_head_statistics_average_exactly_over_batches_and_carry_the_references()
 
 def test_attention_figure_facets_by_condition_in_order_with_the_local_line():
     nan = float("nan")
-    heads = heads_frame({("vit", A.INIT, nan, 0, 0): [13.0, 14.0], ("vit", A.TRAINED, 0.1, 0, 0): [9.0, 14.0],
-                         ("vit", A.TRAINED, 1.0, 0, 0): [4.0, 14.0]})
+    heads = heads_frame({("vit", locality.INIT, nan, 0, 0): [13.0, 14.0],
+                         ("vit", locality.TRAINED, 0.1, 0, 0): [9.0, 14.0],
+                         ("vit", locality.TRAINED, 1.0, 0, 0): [4.0, 14.0]})
     heads["condition"] = ["init"] * 2 + ["10% data"] * 2 + ["100% data"] * 2
     fig = attention_distance_plot(heads, columns="condition", local_share=0.75)
     assert [ax.get_title() for ax in fig.axes] == ["vit · init", "vit · 10% data", "vit · 100% data"]

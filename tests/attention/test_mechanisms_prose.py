@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from study.attention import study as A
-from study.representations import similarity as S
-from study.representations.depth import across_depth_mean
+from study.attention import locality
+from study.cka import similarity as S
+from study.cka.depth import across_depth_mean
 from study.attention.report import attention_findings
-from study.representations import report as cka_report
-from study.representations.report import cka_findings
+from study.cka import report as cka_report
+from study.cka.report import cka_findings
 from study.outputs.tables import read_table
 
 CONFIDENCE = 0.95
@@ -77,20 +77,20 @@ def write_attention_tables(tables: Path, change: float, seeds: list[int]) -> Non
     nan = float("nan")
     rows = []
     for seed, e in zip(seeds, noise):
-        for state, fraction, most_local in ((A.INIT, nan, 13.5 + e), (A.TRAINED, 0.1, 13.5 - e),
-                                            (A.TRAINED, 1.0, 13.5 + change + e / 2)):
+        for state, fraction, most_local in ((locality.INIT, nan, 13.5 + e), (locality.TRAINED, 0.1, 13.5 - e),
+                                            (locality.TRAINED, 1.0, 13.5 + change + e / 2)):
             for layer in (0, 1):
                 for head, distance in enumerate([most_local, 14.0, 14.5, 15.0]):
                     rows.append({"model": "vit", "state": state, "fraction": fraction, "seed": seed, "layer": layer,
                                  "head": head, "distance": distance, "entropy": 2.5, "uniform_distance": 14.06,
                                  "uniform_entropy": math.log(16)})
-    heads = pd.DataFrame(rows, columns=A.HEAD_COLUMNS)
-    layers = A.layer_statistics(heads)
+    heads = pd.DataFrame(rows, columns=locality.HEAD_COLUMNS)
+    layers = locality.layer_statistics(heads)
     folder = tables / "attention"
     folder.mkdir(parents=True, exist_ok=True)
-    A.head_table(heads, CONFIDENCE).to_csv(folder / "attention_heads.csv", index=False)
-    A.layer_table(layers, CONFIDENCE).to_csv(folder / "attention_layers.csv", index=False)
-    A.contrasts(layers, CONFIDENCE).to_csv(folder / "attention_contrasts.csv", index=False)
+    locality.head_table(heads, CONFIDENCE).to_csv(folder / "attention_heads.csv", index=False)
+    locality.layer_table(layers, CONFIDENCE).to_csv(folder / "attention_layers.csv", index=False)
+    locality.contrasts(layers, CONFIDENCE).to_csv(folder / "attention_contrasts.csv", index=False)
 
 
 # --- CKA -------------------------------------------------------------------------------------------------

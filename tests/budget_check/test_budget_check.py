@@ -21,6 +21,7 @@ from study.core.errors import StudyError
 from study.train.budget import plan_budget
 from study.train.spec import RunSpec
 from tests.train.test_train import SMOKE, prepare_digits
+from study.stats.confidence import confidence
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -163,8 +164,8 @@ def test_study_train_budget_factor_2_trains_twice_the_steps(digits, tmp_path, mo
 
     seen = []
 
-    def fake_train_run(**kwargs):
-        seen.append((kwargs["budget"], kwargs["spec"], kwargs["fingerprint"]))
+    def fake_train_run(spec, model, loss_fn, data):
+        seen.append((spec.budget, spec.run, spec.fingerprint))
         return {"test_top1": 0.5, "train_seconds": 1.0, "throughput_images_per_s": 1.0, "device": "cpu"}
 
     monkeypatch.setattr(stage, "train_run", fake_train_run)
@@ -503,7 +504,7 @@ def test_the_committed_4pct_check_follows_from_its_run_pairs_and_shares_the_defa
     folder = ROOT / "reports" / "check_4pct" / "tables" / "budget_check"
     pairs, cells = pd.read_csv(folder / "runs.csv"), pd.read_csv(folder / "budget_check.csv")
     assert sorted(set(pairs["seed"])) == list(params.check_seeds) and len(pairs) == 3 * len(params.check_seeds)
-    again = B.budget_check_table(pairs, params.analysis.curves.confidence, params.budget_check.tolerance)
+    again = B.budget_check_table(pairs, confidence(params), params.budget_check.tolerance)
     # the committed table has no projection column and predates the one-sided rule (its ViT and DeiT, detectably
     # worse at twice the budget, were undetermined): judged again, every column it has must follow
     pd.testing.assert_frame_equal(again[list(B.rejudged(cells).columns)], B.rejudged(cells), check_dtype=False,

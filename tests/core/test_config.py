@@ -96,14 +96,23 @@ def test_preset_models_build_and_student_matches_vit(name):
         ("data.val_fraction", 1.0, "data.val_fraction = 1.0"),
         ("data", ..., "missing key 'data'"),
         ("analysis.seed", 7, "analysis.seed = 7"),
+        ("analysis.robustnes", {}, "unknown key 'analysis.robustnes'"),
+        ("analysis.robustness.images", 0, "analysis.robustness.images = 0"),
+        ("analysis.cka.kernel", "cosine", "analysis.cka.kernel = 'cosine'"),
+        ("analysis.curves.confidence", 1.5, "analysis.curves.confidence = 1.5"),
+        ("engine", {"cpus": 2}, "unknown key 'engine.cpus'"),
         ("analysis.controls.pairs", [["swin", "vit"]], "analysis.controls.pairs[0] names 'swin', not a model"),
         ("analysis.controls.pairs", [["vit", "vit"]], "compares 'vit' with itself"),
         ("analysis.controls.pairs", [["vit"]], "analysis.controls.pairs"),
     ],
 )
 def test_bad_params_give_one_line_errors(path, value, expected):
+    """Each section's error, whether the core schema or the section's own question raises it (``study check``
+    runs both: :func:`study.tools.check.check_sections`)."""
+    from study.tools.check import check_sections
+
     with pytest.raises(StudyError) as err:
-        parse_params(with_change(path, value), source="params.yaml")
+        check_sections(parse_params(with_change(path, value), source="params.yaml"))
     message = str(err.value)
     assert expected in message
     assert "\n" not in message and message.startswith("params.yaml: ")

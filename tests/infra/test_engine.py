@@ -32,12 +32,14 @@ import torch
 import yaml
 
 from study.core.checkout import own_code_env
-from study.core.config import EngineParams, parse_params
+from study.core.config import parse_params
+from study.infra.engine.params import EngineParams
 from study.infra.engine.resources import Reservation, is_training, reservation, with_cpus_per_run
 from study.infra.engine.schedule import DONE, FAILED, RUNNING, SKIPPED, WAITING, Schedule
 from study.infra.engine.tasks import _WATCHER, Job, run_job, shell_command
 from study.core.errors import StudyError
 from tests.faults.test_faults import SMOKE, _assert_same_results, _copy_study, _dvc, _env, assert_same_run, cli
+from study.infra.engine.params import engine_params
 
 STUDY = str(Path(sys.executable).parent / "study")
 
@@ -112,10 +114,10 @@ def test_cpus_per_run_sets_a_training_runs_cpus_and_threads_and_nothing_else():
 
 def test_cpus_per_run_on_the_command_line_replaces_the_params_for_one_run_only():
     params = parse_params(copy.deepcopy(SMOKE))
-    assert params.engine.cpus_per_run is None
+    assert engine_params(params).cpus_per_run is None
     once = with_cpus_per_run(params, 1)
-    assert once.engine.cpus_per_run == 1 and params.engine.cpus_per_run is None  # frozen: a new object
-    assert once.engine.gpus_per_run == params.engine.gpus_per_run and once.train == params.train
+    assert engine_params(once).cpus_per_run == 1 and engine_params(params).cpus_per_run is None  # frozen: a new object
+    assert engine_params(once).gpus_per_run == engine_params(params).gpus_per_run and once.train == params.train
     assert with_cpus_per_run(params, None) is params
 
 
@@ -133,15 +135,15 @@ def test_a_training_run_is_a_stage_whose_command_is_study_train():
 
 
 def test_the_engine_section_is_optional_and_validated_in_one_line():
-    assert parse_params(copy.deepcopy(SMOKE)).engine == EngineParams(cpus_per_run=None, gpus_per_run=0.25)
+    assert engine_params(parse_params(copy.deepcopy(SMOKE))) == EngineParams(cpus_per_run=None, gpus_per_run=0.25)
     raw = {**copy.deepcopy(SMOKE), "engine": {"cpus_per_run": 1, "gpus_per_run": 0.5}}
-    assert parse_params(raw).engine == EngineParams(cpus_per_run=1, gpus_per_run=0.5)
+    assert engine_params(parse_params(raw)) == EngineParams(cpus_per_run=1, gpus_per_run=0.5)
     for section, expected in [({"cpus_per_run": 0}, "engine.cpus_per_run = 0"),
                               ({"cpus_per_run": 1.5}, "engine.cpus_per_run = 1.5"),
                               ({"gpus_per_run": 2.0}, "engine.gpus_per_run = 2.0"),
                               ({"workers": 4}, "unknown key 'engine.workers'")]:
         with pytest.raises(StudyError, match=expected.replace(".", r"\.").replace("(", r"\(")) as err:
-            parse_params({**copy.deepcopy(SMOKE), "engine": section})
+            engine_params(parse_params({**copy.deepcopy(SMOKE), "engine": section}))
         assert "\n" not in str(err.value)
 
 

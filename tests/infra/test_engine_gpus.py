@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from study.core.config import EngineParams, parse_params
+from study.core.config import parse_params
+from study.infra.engine.params import EngineParams
 from study.infra.engine.cluster import Cluster
 from study.infra.engine.resources import Reservation, concurrency_warning, reservation
 from study.infra.engine.tasks import Job

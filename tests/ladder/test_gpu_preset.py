@@ -21,6 +21,7 @@ from study.presets import merged, preset_params
 from tests.conftest import ROOT, dvc
 from tests.report.test_notebooks import run_ladder_notebooks
 from tests.train.test_train import SMOKE
+from study.plan.params import plan_params
 
 # digits are 8x8: the rungs' 4-px patches make a 2x2 grid, so the plan's shuffle is of 2x2 cells, offset by half
 SHUFFLE, OFFSET = ["rearrangement", "shuffle", 2], ["rearrangement", "offset", 2]
@@ -49,8 +50,8 @@ def test_the_smoke_sized_gpu_ladder_is_valid_and_keeps_the_presets_design():
     params, gpu = parse_params(raw, "ladder_gpu (smoke size)"), parse_params(preset_params(ROOT, "ladder_gpu"),
                                                                               "configs/ladder_gpu.yaml")
     assert params.models == gpu.models and params.baselines == gpu.baselines  # the rungs and recipes as written
-    assert params.analysis.plan.ladder.rungs == gpu.analysis.plan.ladder.rungs
-    assert len(params.analysis.plan.claims) == len(gpu.analysis.plan.claims) == 24
+    assert plan_params(params).ladder.rungs == plan_params(gpu).ladder.rungs
+    assert len(plan_params(params).claims) == len(plan_params(gpu).claims) == 24
     assert gpu.fractions == (0.0025, 0.01, 0.04, 0.2, 1.0) and len(gpu.seeds) == 8 and gpu.train.threads == 2
 
 

@@ -8,6 +8,8 @@ import pandas as pd
 import pytest
 
 from study.ladder.steps import rung_accuracy, step_table
+from study.controls.params import controls_params
+from study.plan.params import plan_params
 
 CLEAN, SHUFFLE = ("clean", "clean", 0.0), ("rearrangement", "shuffle", 7.0)
 # rung -> clean top-1 (a share): a -> b a step of +10 points, b -> c none
@@ -103,7 +105,7 @@ def test_each_step_of_the_preset_changes_what_its_header_says():
     from tests.conftest import ROOT
 
     params = parse_params(preset_params(ROOT, "ladder"), "configs/ladder.yaml")
-    ladder = params.analysis.plan.ladder
+    ladder = plan_params(params).ladder
     changes = step_changes(list(ladder.pairs()), params.models)
     assert changes[("lad_nopos", "lad_avg")] == "pos_embed: - -> none"
     assert changes[("lad_mean", "lad_nopos")] == "token_mixer: - -> mean"
@@ -115,7 +117,7 @@ def test_each_step_of_the_preset_changes_what_its_header_says():
     assert changes[("resnet", "resnet_adamw")].startswith("optimizer: adamw -> sgd")
     assert changes[("convmixer", "lad_bn")] == "arch: ladder -> convmixer"  # not the two architectures' arguments
     assert changes[("mlp", "vit")] == "arch: vit -> mlp"
-    assert load_params(ROOT / "params.yaml").analysis.plan.ladder is None
+    assert plan_params(load_params(ROOT / "params.yaml")).ladder is None
 
 
 def test_without_a_ladder_the_stage_writes_an_empty_table(tmp_path):
@@ -141,7 +143,7 @@ def test_every_step_that_moves_its_cost_has_a_twin_matched_in_what_it_moved():
     from tests.conftest import ROOT
 
     params = parse_params(preset_params(ROOT, "ladder"), "configs/ladder.yaml")
-    ladder, twins = params.analysis.plan.ladder, [tuple(p) for p in params.analysis.controls.pairs]
+    ladder, twins = plan_params(params).ladder, [tuple(p) for p in controls_params(params).pairs]
 
     def cost(name: str) -> tuple[float, float]:
         model = build_model(params.models[name].arch, 10, 28, 1, **params.models[name].arch_args)

@@ -18,8 +18,9 @@ from torch.nn.init import trunc_normal_
 from tests.conftest import ROOT, assert_costs_like_study_vit, assert_parity_both_ways, random_images
 
 from study.core.errors import StudyError
+from study.archs import traits
 from study.models import (CONVMIXER_DEFAULTS, MLP_DEFAULTS, MODEL_NAMES, SWIN_DEFAULTS, attention_probs, build_model,
-                          is_transformer, representations)
+                          representations)
 from study.models.convit import ConViT
 from study.models.cost import count_parameters, forward_flops
 from study.models.mlp import PixelMLP
@@ -134,7 +135,7 @@ def test_vit_family_without_pos_embed_still_serves_the_analyses():
     for name in ("vit", "deit", "convit", "vit_convstem"):
         model = build_model(name, 10, 28, 1, patch_size=4, embed_dim=32, depth=2, num_heads=2, pos_embed="none",
                             **({"local_up_to_layer": 1} if name == "convit" else {})).eval()
-        assert model.pos_embed is None and is_transformer(model)
+        assert model.pos_embed is None and traits(name).transformer
         with torch.no_grad():
             assert representations(model, x)["patch_embed"].shape[1] == 49 + model.num_prefix_tokens
             assert attention_probs(model, x)[0].shape[-1] == 49 + model.num_prefix_tokens
@@ -221,7 +222,7 @@ def test_a_few_sgd_steps_lower_the_loss(name):
 ])
 def test_controls_are_not_transformers_and_expose_representations(name, keys):
     model = build_model(name, 10, 28, 1, **SMALL[name]).eval()
-    assert not is_transformer(model)  # fed NHWC as the CNNs, left out of the attention analyses
+    assert not traits(name).transformer and not traits(name).attention  # fed NHWC as the CNNs, no attention maps
     x = random_images(1, 28, batch=2)
     with torch.no_grad():
         layers = representations(model, x)

@@ -15,6 +15,7 @@ from study.models import attention_probs, build_model, representations
 from study.models.convstem import ConvStem
 from study.models.cost import count_parameters, forward_flops
 from study.models.ladder import MetaViT, MixerBlock, TokenBatchNorm, _OnGrid
+from study.plan.params import plan_params
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.one_thread
 
@@ -164,7 +165,7 @@ def _ladder_params():
 
 def test_each_rung_of_the_preset_is_the_one_before_with_one_change():
     params = _ladder_params()
-    ladder = params.analysis.plan.ladder
+    ladder = plan_params(params).ladder
     recipe = ("optimizer", "lr", "weight_decay", "label_smoothing", "grad_clip")
     for upper, lower in zip(ladder.rungs[1:], ladder.rungs[:-1]):
         a, b = params.models[upper], params.models[lower]
@@ -179,7 +180,7 @@ def test_each_rung_of_the_preset_is_the_one_before_with_one_change():
 
 
 def test_the_plan_writes_every_step_and_side_pair_out_as_claims_under_every_condition():
-    plan = _ladder_params().analysis.plan
+    plan = plan_params(_ladder_params())
     steps = len(plan.ladder.rungs) - 1 + len(plan.ladder.side)
     assert len(plan.claims) == steps * len(plan.ladder.conditions) == 24
     first = plan.claims[0]
@@ -202,12 +203,19 @@ def test_a_ladder_naming_an_unknown_or_repeated_rung_is_refused(change, message)
     raw = preset_params(Path(__file__).resolve().parents[2], "ladder")
     raw["analysis"]["plan"]["ladder"].update(change)
     with pytest.raises(StudyError, match=message):
-        parse_params(raw, "configs/ladder.yaml")
+        plan_params(parse_params(raw, "configs/ladder.yaml"))
 
 
 def test_only_the_attention_rungs_go_to_the_attention_analyses():
-    from study.models import has_attention
+    from study.archs import traits
 
-    rungs = [build_model("ladder", 10, 28, 1, **SMALL, **args) for args in RUNGS]
-    assert [has_attention(r) for r in rungs] == [True, True, True, False, False, False, False, False]
-    assert has_attention(build_model("vit", 10, 28, 1, **SMALL)) and not has_attention(build_model("resnet8", 10, 28, 1))
+    assert [traits("ladder", {**SMALL, **args}).attention for args in RUNGS] == [True, True, True, False, False,
+                                                                                    False, False, False]
+    assert traits("vit", SMALL).attention and not traits("resnet8").attention
+    for args in RUNGS:  # the rungs without attention refuse the maps, those with it give them
+        rung = build_model("ladder", 10, 28, 1, **SMALL, **args)
+        if traits("ladder", {**SMALL, **args}).attention:
+            assert len(attention_probs(rung, torch.zeros(1, 1, 28, 28))) == SMALL["depth"]
+        else:
+            with pytest.raises(StudyError, match="no attention maps"):
+                attention_probs(rung, torch.zeros(1, 1, 28, 28))

@@ -2,23 +2,29 @@
 source (no import is executed). ``dvc.yaml`` must list exactly these files as a stage's code dependencies.
 
     python tests/pipeline/stage_imports.py train      # the files to list under the train stage's deps
+    python tests/pipeline/stage_imports.py --write    # rewrite every stage's list in dvc.yaml that differs
 
 A folder whose every file the command runs is listed as the folder: DVC then records one hash for it instead of
 one per file, which keeps ``dvc.lock`` small (DVC parses and rewrites the whole lock file after every stage, about
 3 s for the default study's 600 KB lock of one file per module). Bytecode is outside every hash (``.dvcignore``).
 
 Imports inside functions count (a stage runs them); imports under ``if TYPE_CHECKING:`` do not (they never
-run). Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first, so those count too.
+run). Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first, so those count too. The model
+registry (``study/archs.py``) names each family's constructor as a ``"module:attribute"`` string that
+``study.models`` imports when it builds that family, so a stage importing ``study.models`` runs every module the
+registry names.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "study"
+REGISTRY, BUILDER = ROOT / PACKAGE / "archs.py", f"{PACKAGE}.models"  # the registry, and what builds from it
 
 
 def module_file(name: str) -> Path | None:
@@ -55,6 +61,14 @@ def _imported_names(tree: ast.AST, package: str) -> set[str]:
     return {n for n in names if n == PACKAGE or n.startswith(PACKAGE + ".")}
 
 
+def registry_modules() -> set[str]:
+    """The modules of the registry's constructors: its ``"study.<module>:<attribute>"`` strings."""
+    pattern = re.compile(rf"({PACKAGE}(\.\w+)+):\w+")
+    return {match.group(1) for node in ast.walk(ast.parse(REGISTRY.read_text(), str(REGISTRY)))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and (match := pattern.fullmatch(node.value))}
+
+
 def closure(*modules: str) -> set[Path]:
     """Every source file that importing ``modules`` runs, within the package."""
     seen: set[Path] = set()
@@ -70,6 +84,8 @@ def closure(*modules: str) -> set[Path]:
             seen.add(path)
             package = prefix if path.name == "__init__.py" else ".".join(prefix.split(".")[:-1])
             todo.extend(_imported_names(ast.parse(path.read_text(), str(path)), package))
+            if prefix == BUILDER:
+                todo.extend(registry_modules())
     return seen
 
 
@@ -99,7 +115,41 @@ def listed(files: set[Path]) -> list[Path]:
 
 PIPELINES = {"dvc.yaml": "", "pretrained/dvc.yaml": "../"}  # file -> prefix of the package in its deps
 
+# A stage's own deps list: a flow list (``deps: [a, b]``, possibly over several lines) or a block list.
+_DEPS = re.compile(r"\n    deps:(?: \[[^\]]*\]|(?:\n      - [^\n]*)+)")
+
+
+def rewrite_deps(name: str, prefix: str) -> list[str]:
+    """Rewrite, in pipeline file ``name``, the code deps of every stage whose list is not what its command imports,
+    as a block list (other deps kept in place, comments elsewhere untouched); a stage that inherits its deps
+    through a merge key changes with its template. Returns the stages rewritten."""
+    import yaml
+
+    path = ROOT / name
+    text = path.read_text()
+    rewritten = []
+    for stage, body in yaml.safe_load(text)["stages"].items():
+        is_code = lambda dep: isinstance(dep, str) and dep.startswith(prefix + PACKAGE)  # noqa: E731
+        code = [prefix + str(p.relative_to(ROOT)) for p in listed(command_files(body["cmd"].split()[1]))]
+        if [d for d in body["deps"] if is_code(d)] == code:
+            continue
+        start = text.find(f"\n  {stage}:")
+        found, following = _DEPS.search(text, start), re.compile(r"\n  \S").search(text, start + 1)
+        if start < 0 or found is None or (following and found.start() > following.start()):
+            continue  # inherited through a merge key: its template is rewritten
+        first = next(i for i, d in enumerate(body["deps"]) if is_code(d))
+        others = [d for d in body["deps"] if not is_code(d)]
+        deps = others[:first] + code + others[first:]
+        text = text[:found.start()] + "\n    deps:" + "".join(f"\n      - {d}" for d in deps) + text[found.end():]
+        rewritten.append(stage)
+    path.write_text(text)
+    return rewritten
+
 
 if __name__ == "__main__":
-    for path in listed(command_files(sys.argv[1])):
-        print(f"      - {path.relative_to(ROOT)}")
+    if sys.argv[1] == "--write":
+        for name, prefix in PIPELINES.items():
+            print(name, "rewritten:", ", ".join(rewrite_deps(name, prefix)) or "none")
+    else:
+        for path in listed(command_files(sys.argv[1])):
+            print(f"      - {path.relative_to(ROOT)}")

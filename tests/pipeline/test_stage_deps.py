@@ -42,7 +42,8 @@ def test_a_stage_depends_on_exactly_the_code_it_runs(path, prefix, stage, body):
     listed = _code_deps(body["deps"], prefix, path.parent)
     missing = sorted(str(f.relative_to(ROOT)) for f in runs - listed)
     extra = sorted(str(f.relative_to(ROOT)) for f in listed - runs)
-    fix = f"`python tests/pipeline/stage_imports.py {words[1]}` prints the list"
+    fix = (f"`python tests/pipeline/stage_imports.py {words[1]}` prints the list, "
+           "`python tests/pipeline/stage_imports.py --write` rewrites every stale one")
     assert not missing, f"{path.name}, stage {stage}: imports files its deps do not list: {missing}; {fix}"
     assert not extra, f"{path.name}, stage {stage}: lists code it never imports: {extra}; {fix}"
 
@@ -95,3 +96,40 @@ def test_bytecode_leaves_the_pipeline_clean_and_an_edit_stales_only_its_stages(s
         path.write_bytes(original)
         for cache in (smoke_study / "study").rglob("__pycache__"):
             shutil.rmtree(cache)
+
+
+# The stages that train (dvc.yaml's two templates and the budget check's instances of them).
+TRAINING = {"train", "distill", "train_2x", "distill_2x", "check_1x", "check_distill_1x", "check_2x",
+            "check_distill_2x"}
+
+
+def _stale_after_edit(project: Path, module: str, old: str, new: str) -> set[str]:
+    """The stages ``dvc status`` calls changed once ``old`` is replaced by ``new`` in ``module`` (then restored)."""
+    path = project / module
+    original = path.read_text()
+    assert old in original, f"{module} no longer holds {old!r}; update this test's edit"
+    try:
+        path.write_text(original.replace(old, new))
+        return _stale(project)
+    finally:
+        path.write_text(original)
+
+
+@pytest.mark.slow
+def test_an_analysis_schema_edit_leaves_every_training_run_fresh(smoke_study):
+    """A field of the robustness schema gets another default: only the stages that read that schema are stale (each
+    question owns its section's schema, study/<question>/params.py); no run trains again."""
+    field = "images: StrictInt = Field(default={}, ge=1)"
+    stale = _stale_after_edit(smoke_study, "study/robustness/params.py", field.format(2000), field.format(2001))
+    assert stale and not stale & TRAINING, stale
+    assert "robustness" in stale and stale <= {"robustness", "controls", "plan", "ladder", "report"}, stale
+
+
+@pytest.mark.slow
+def test_a_training_schema_edit_makes_every_training_stage_stale(smoke_study):
+    """A field of the training schema (study/core/config.py) gets another default: every stage that trains is stale
+    (the smoke preset renders train, distill, train_2x and distill_2x)."""
+    stale = _stale_after_edit(smoke_study, "study/core/config.py",
+                              "checkpoint_every: StrictInt = Field(default=200, gt=0)",
+                              "checkpoint_every: StrictInt = Field(default=201, gt=0)")
+    assert {"train", "distill", "train_2x", "distill_2x"} <= stale, stale

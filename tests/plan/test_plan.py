@@ -14,6 +14,7 @@ from study.plan import CONTRAST, CONTROL, INTERACTION
 from study.plan.claims import claims_table, declared_table, fractions_table, judge_tests
 from study.plan.figures import plan_figure
 from study.stats import verdicts as V
+from study.plan.params import plan_params as validated_plan
 
 FRACTIONS = {0.005: 285, 0.01: 570, 0.02: 1140}
 # (probe, variant, level) -> the ViT's lead over the ResNet in top-1 (a share): it trails on clean images, leads by
@@ -41,7 +42,7 @@ def plan_params(seeds: int = 6):
            "analysis": {**SMOKE.get("analysis", {}), "plan": {
                "declared": "before_runs", "history": "Written before any run.", "seeds": 3, "images": 1000,
                "effects": {"clean": 0.02, "robustness": 0.05}, "claims": CLAIMS}}}
-    return parse_params(raw).analysis.plan
+    return validated_plan(parse_params(raw))
 
 
 def per_run(seeds: int = 6, noise: float = 0.01, seed_sd: float = 0.01) -> pd.DataFrame:
@@ -143,12 +144,12 @@ def test_a_plan_naming_an_unknown_model_or_probe_fails_in_one_line():
         return {**SMOKE, "analysis": {"plan": {"declared": "after_runs", "history": "h", "seeds": 3,
                                                "claims": [claim]}}}
     with pytest.raises(StudyError, match=r"claims\[0\]\.arm = 'vitt'.*define it under models"):
-        parse_params(plan_with(arm="vitt"))
+        validated_plan(parse_params(plan_with(arm="vitt")))
     with pytest.raises(StudyError, match="unknown probe 'blur'"):
-        parse_params(plan_with(condition=["blur", "x", 1]))
+        validated_plan(parse_params(plan_with(condition=["blur", "x", 1])))
     with pytest.raises(StudyError, match="seeds lists"):
-        parse_params({**plan_with(), "seeds": [0, 1]})
-    assert parse_params(plan_with(arm="vit@uniform", against="vit")).analysis.plan.models() == ("vit@uniform", "vit")
+        validated_plan(parse_params({**plan_with(), "seeds": [0, 1]}))
+    assert validated_plan(parse_params(plan_with(arm="vit@uniform", against="vit"))).models() == ("vit@uniform", "vit")
 
 
 def test_two_seeds_give_no_verdict_and_leave_the_family():

@@ -24,6 +24,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from study.stats.confidence import confidence
 from tests.report.typed_numbers import (CHECK_4PCT, CHECK_4PCT_RUNS, CONTROLS, CONTROLS_BUDGET, CONTROLS_CLAIMS,
                                         CONTROLS_FRACTIONS, CONTROLS_GRID, CONTROLS_POWER, DEFAULT_BUDGET,
                                         DEFAULT_CLAIMS, DEFAULT_GAP_TRENDS, DEFAULT_TESTS, GPU_BUDGET, GPU_GAP_TRENDS,
@@ -465,7 +466,7 @@ def test_the_4pct_checks_projection_and_rule_are_its_runs():
 
     params = load_study("check_4pct.yaml")
     committed = read_table(CHECK_4PCT)
-    rebuilt = budget_check_table(read_table(CHECK_4PCT_RUNS), confidence=params.analysis.curves.confidence,
+    rebuilt = budget_check_table(read_table(CHECK_4PCT_RUNS), confidence=confidence(params),
                                  tolerance=params.budget_check.tolerance)
     columns = ["delta_mean", "adj_ci_low", "adj_ci_high"]
     pd.testing.assert_frame_equal(rebuilt[["model", *columns]], committed[["model", *columns]], check_exact=False)

@@ -237,7 +237,7 @@ def test_the_budget_check_and_the_teacher_views_enter_the_report_and_the_provena
     from study.budget_check.report import budget_check_sentences
     from study.distillation.report import teacher_view_sentences
     from study.outputs.tables import read_table, write_table
-    import study.efficiency.stage_curves as curves
+    import study.curves.stage as curves
     import study.distillation.stage as distillation
     from tests.budget_check.test_budget_check import SMOKE
     from tests.distillation.test_teacher_views import _study_runs

@@ -25,6 +25,8 @@ from study.core.errors import StudyError
 
 from study.presets import preset_params
 from tests.conftest import dvc, load_study, study_files, study_raw
+from study.plan.params import plan_params
+from study.robustness.params import robustness_params
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = preset_params(ROOT, "smoke")  # the presets, merged over params.yaml
@@ -174,7 +176,7 @@ def test_a_corruption_the_image_is_too_small_for_is_rejected_up_front():
     with pytest.raises(StudyError, match="corruption spatter needs images of at least 13x13 px, got 8x8"):
         validated(robustness(SMOKE, corruptions={"names": ["spatter"], "severities": [1]}), source="smoke")
     raw = robustness(QUICK, corruptions={"names": ["spatter"], "severities": [1, 5]})
-    assert validated(raw).analysis.robustness.corruptions.names == ("spatter",)  # 28 px: fine
+    assert robustness_params(validated(raw)).corruptions.names == ("spatter",)  # 28 px: fine
 
 
 def test_the_settings_checks_know_the_librarys_corruptions_and_limits():
@@ -197,7 +199,7 @@ def test_the_settings_checks_know_the_librarys_corruptions_and_limits():
 def test_every_preset_probes_the_vits_patch_grid():
     for name in study_files():
         params = load_study(name)
-        r, side = params.analysis.robustness, INPUT_SHAPES[params.data.dataset][0]
+        r, side = robustness_params(params), INPUT_SHAPES[params.data.dataset][0]
         patch = params.models["vit"].arch_args["patch_size"]
         assert occlusion_grid(params) == side // patch and side // patch in rearrangement_grids(params), name
         assert len(rearrangement_grids(params)) >= 3 and max(r.translation.shifts) >= 4 and len(r.corruptions.severities) >= 3
@@ -206,7 +208,7 @@ def test_every_preset_probes_the_vits_patch_grid():
         # intervals carry. The priors and controls presets probe 500 (8 and 9 arms in their hour; 2.0 points), as
         # their headers say; a study whose plan scores its claims' conditions again on its own images keeps at
         # least 300 for the exploratory ones (2.6 points).
-        planned = params.analysis.plan is not None and params.analysis.plan.images > 300
+        planned = plan_params(params) is not None and plan_params(params).images > 300
         least = 300 if planned else 500 if name.startswith(("priors", "controls")) else 1000
         assert r.images >= least and r.occlusion.offset, name
         # Occlusion up to 90% draws the whole curve; the controls preset scores only the shares its report and the
@@ -227,7 +229,7 @@ def test_every_preset_scores_the_conditions_its_plan_names():
     for name in study_files():
         params = load_study(name)
         check_robustness(params, name)
-        plan = params.analysis.plan
+        plan = plan_params(params)
         for claim in plan.claims if plan else ():
             planned += 1
             if claim.control is not None:
@@ -530,27 +532,6 @@ def test_conditions_list_each_level_once_and_leave_level_zero_to_the_clean_image
     assert sum(k[0] == "occlusion" for k in keys) == 2 and sum(k[0] == "rearrangement" for k in keys) == 3
     assert sum(k[0] == "translation" for k in keys) == 6 and sum(k[0] == "corruption" for k in keys) == 2
     assert "moved 3 px" in next(c.detail for c in probes if c.variant == "offset")
-
-
-def test_the_throughput_script_times_each_path_and_adds_up_the_stage():
-    from study.robustness import throughput as T
-
-    models = {name: model for (name, _, _), (model, _) in tiny_models(seeds=(0,)).items()}
-    images = torch.zeros((10, 8, 8, 1), dtype=torch.uint8)
-    rates = T.measure(models, images, batch_size=10, batches=1, repeats=2)
-    assert set(rates["resnet"]) == {T.CNN}
-    assert set(rates["vit"]) == set(rates["deit"]) == {T.EXPLICIT, T.FUSED, T.PROBABILITIES, T.MEAN}
-    assert rates["vit"][T.EXPLICIT]["ratio"] == 1.0 and rates["vit"][T.FUSED]["images_per_second"] > 0
-    # The default study at known rates: 37 conditions x 300 images per run and variant, and the plan's 13 x 10,000
-    # for vit and resnet; 15 runs each; 2 s to make each worker's images; 2 workers.
-    assert DEFAULT.analysis.robustness.images == 300
-    known = {"resnet": {T.CNN: 10000.0}, "vit": {T.FUSED: 3000.0, T.MEAN: 5000.0},
-             "deit": {T.FUSED: 3000.0, T.MEAN: 5000.0}}
-    known = {name: {path: {"images_per_second": rate} for path, rate in paths.items()} for name, paths in known.items()}
-    cpu = (15 * 11100 / 10000 + 15 * 130000 / 10000 + 2 * (15 * 11100 / 3000 + 15 * 11100 / 5000)
-           + 15 * 130000 / 3000 + 2 * 2.0)
-    wall, lines = T.estimate(DEFAULT, known, (1.5, 0.5), 2)
-    assert wall == pytest.approx(cpu / 2) and lines[-1].startswith(f"scoring: {cpu:,.0f} CPU-seconds")
 
 
 def test_worker_processes_give_the_same_tables_as_one(tmp_path):

@@ -15,10 +15,10 @@ import pytest
 
 from scipy import stats
 
-from study.efficiency.curves import crossings, gap_trends, paired_gaps, power_law_table, summarise, too_wide
+from study.curves.efficiency import crossings, gap_trends, paired_gaps, power_law_table, summarise, too_wide
 from study.stats.intervals import equivalence_bound, holm_intervals, holm_p, slope_interval, t_test_p
 from study.report.setup import training_fit
-from study.efficiency import report as F
+from study.curves import report as F
 from study.report.limitations import limitations
 from study.train.budget import plan_budget
 from study.train.convergence import convergence

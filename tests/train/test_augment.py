@@ -1,13 +1,12 @@
 """Batched augmentation on the device: per-image parameters, determinism per (seed, step), label mixing,
-the teacher seeing the student's batch, soft-target losses, per-model params threaded into a run, and
-`study bench --augment-cost`."""
+the teacher seeing the student's batch, soft-target losses, and per-model params threaded into a run (what
+augmentation costs is benchmarked: tests/benchmarks/test_study_vs_usual.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,15 +15,13 @@ from torch import nn
 
 from study.data import stage_prepare as prepare_stage
 from study.data import stage_subsets as subsets_stage
-from study.infra.bench.table import STUDY, STUDY_AUGMENTED, USUAL, with_speedups
-from study.infra.bench.workload import heavy_augmentation
-from study.core.cli import main
 from study.core.config import parse_params
 from study.core.errors import StudyError
 from study.presets import preset_params
 from study.train.augment import Augmentation, BatchAugment, apply_per_row
 from study.train.batches import BatchOrder, DeviceSplit, normalise
-from study.train.step import Recipe, TrainStep
+from study.train.recipe import Recipe
+from study.train.step import StepSpec, TrainStep
 from study.train.losses import DistillationLoss, LabelLoss
 from study.train.stage import run as train_stage
 
@@ -211,9 +208,10 @@ def test_teacher_sees_exactly_the_students_augmented_batch():
     loss_fn = DistillationLoss(LabelLoss(0.1), teacher, "hard", alpha=0.5, tau=3.0)
     recipe = Recipe("adamw", 1e-3, 0.05, 0.9, 0.999, 0.1, 1.0, 0.0)
     mean, std = torch.tensor([0.5]), torch.tensor([0.25])
-    step = TrainStep(student, loss_fn, recipe, DeviceSplit(images.numpy(), labels.numpy(), torch.device("cpu")),
-                     BatchAugment(HEAVY, mean, std, CLASSES, (8, 8)), total_steps=2, batch_size=16, seed=0,
-                     device=torch.device("cpu"), channels_last=False, compile_model=False, precision="fp32")
+    step = TrainStep(student, loss_fn, DeviceSplit(images.numpy(), labels.numpy(), torch.device("cpu")),
+                     BatchAugment(HEAVY, mean, std, CLASSES, (8, 8)),
+                     StepSpec(recipe, total_steps=2, batch_size=16, seed=0, device=torch.device("cpu"),
+                              channels_last=False, compile=False, precision="fp32"))
     for s in range(2):
         assert torch.isfinite(step(s))
     plain = normalise(images[BatchOrder(32, 16, 0).indices(0)], mean, std)
@@ -285,37 +283,3 @@ def test_each_model_trains_with_its_own_augmentation_or_the_study_default(tmp_pa
     assert recorded["resnet"] == {**Augmentation().as_dict(), "auto_augment": "trivial", "erasing": 0.25,
                                   "cutmix_alpha": 1.0}
     assert recorded["vit"] == {**Augmentation().as_dict(), **SMOKE["train"]["augment"]}  # train.augment
-
-
-# --- what augmentation costs: `study bench --augment-cost` ------------------------------------------------
-
-
-def test_speedups_and_augment_cost_of_an_augmented_study_row():
-    rows = [{"model": "m", "path": STUDY, "images_per_s": 300.0},
-            {"model": "m", "path": STUDY_AUGMENTED, "images_per_s": 200.0},
-            {"model": "m", "path": USUAL, "images_per_s": 100.0}]
-    table = with_speedups(rows)
-    assert table["speedup"].tolist() == pytest.approx([3.0, 2.0, 3.0])  # study rows: over the fastest usual
-    assert table["augment_cost_pct"].iloc[1] == pytest.approx(50.0)  # 1/200 s per image is 50% over 1/300
-    assert table["augment_cost_pct"].drop(index=1).isna().all()
-
-
-@pytest.mark.slow
-def test_bench_times_each_model_with_heavy_augmentation_too(tmp_path, capsys):
-    tiny_vit = {"patch_size": 4, "embed_dim": 16, "depth": 1, "num_heads": 2, "mlp_ratio": 2.0}
-    raw = {"data": {"dataset": "digits"}, "fractions": [1.0], "seeds": [0], "baselines": ["resnet", "vit"], "distill": [],
-           "models": {"resnet": {"arch": "resnet8", "arch_args": {"width": 4}, "optimizer": "sgd", "lr": 0.1},
-                      "vit": {"arch": "vit", "arch_args": tiny_vit, "augment": {"hflip": True}}},
-           "budget": {"batch_size": 8}}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    out = tmp_path / "bench.csv"
-    assert main(["bench", "--params", str(tmp_path / "params.yaml"), "--steps", "2", "--warmup-steps", "1",
-                 "--repeats", "1", "--workers", "0", "--images", "16", "--augment-cost", "--out", str(out)]) == 0
-    assert "heavy augmentation costs resnet +" in capsys.readouterr().out
-    table = pd.read_csv(out)
-    for model, own in (("resnet", Augmentation()), ("vit", Augmentation(hflip=True))):
-        rows = table[table["model"] == model].set_index("path")
-        assert json.loads(rows.loc["study", "augment"]) == own.as_dict()  # each model's own augmentation
-        assert json.loads(rows.loc["usual", "augment"]) == own.as_dict()
-        assert json.loads(rows.loc[STUDY_AUGMENTED, "augment"]) == heavy_augmentation(8).as_dict()
-        assert rows.loc[STUDY_AUGMENTED, "images_per_s"] > 0 and pd.notna(rows.loc[STUDY_AUGMENTED, "augment_cost_pct"])

@@ -17,26 +17,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 import torch._dynamo.utils
 import yaml
 from torch import nn
 
-import study.infra.bench.measure
 from study.core.cli import main
 from study.core.config import parse_params
 from study.core.errors import StudyError
 from study.presets import preset_params
-from study.models import build_model, is_transformer
+from study.archs import traits
+from study.models import build_model
 from study.train.artifacts import load_trained, save_trained
 from study.train.spec import RunSpec
 from study.train.augment import Augmentation, BatchAugment
 from study.train.batches import DeviceSplit, channel_stats, normalise
 from study.train.budget import Budget
-from study.train.loop import RunPaths, train_run
-from study.train.step import Recipe, TrainStep, autocast_for, resolved_precision
+from study.train.loop import RunData, RunPaths, TrainSpec, train_run
+from study.train.recipe import Recipe
+from study.train.step import StepSpec, TrainStep, autocast_for, resolved_precision
 from study.train.losses import DistillationLoss, LabelLoss
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,12 +101,12 @@ def _train(name: str, folder: Path, teacher: Path | None) -> Run:
     probe = DtypeProbe(loss)
     images, labels = learnable_data(IMAGES)
     mean, std = (torch.tensor(v) for v in channel_stats(images))
-    channels_last = not is_transformer(model)  # as the train stage chooses
+    channels_last = not traits(arch, arch_args).transformer  # as the train stage chooses
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     augment = BatchAugment(Augmentation(), mean, std, CLASSES, (SIDE, SIDE))  # normalisation only
-    step = TrainStep(model, probe, recipe, DeviceSplit(images, labels, CPU), augment, STEPS, BATCH, 0, CPU,
-                     channels_last, compile_model=True, precision="bf16")
+    step = TrainStep(model, probe, DeviceSplit(images, labels, CPU), augment,
+                     StepSpec(recipe, STEPS, BATCH, 0, CPU, channels_last, compile=True, precision="bf16"))
     model.train()
     probe.train()
     before = _graphs()
@@ -204,11 +204,13 @@ def test_train_run_records_precision_and_compilation(tmp_path):
     torch.manual_seed(0)
     spec = RunSpec(model_name="resnet", arch=arch, arch_args=arch_args, num_classes=CLASSES, image_size=SIDE,
                    in_chans=CHANNELS, fraction=1.0, seed=0, params=0, forward_flops=0)
-    train_run(model=build_model(arch, CLASSES, SIDE, CHANNELS, **arch_args), spec=spec, recipe=recipe,
-              budget=Budget("epochs", BATCH, 4, IMAGES), train=(images, labels), validation=(images, labels),
-              test=(images, labels), seed=0, augmentation=Augmentation(), device=CPU, loss_fn=LabelLoss(),
-              channels_last=True, compile_model=False, precision="bf16", eval_batch_size=32,
-              checkpoint_every=100, fingerprint="test", paths=paths, label="resnet")
+    training = TrainSpec(run=spec, recipe=recipe, augmentation=Augmentation(), budget=Budget("epochs", BATCH, 4,
+                                                                                           IMAGES),
+                         device=CPU, channels_last=True, compile=False, precision="bf16", graph="off",
+                         eval_batch_size=32, checkpoint_every=100, subset="test", validation="test", paths=paths,
+                         label="resnet")
+    train_run(training, build_model(arch, CLASSES, SIDE, CHANNELS, **arch_args), LabelLoss(),
+              RunData(train=(images, labels), validation=(images, labels), test=(images, labels)))
     metrics = json.loads(paths.metrics.read_text())
     assert metrics["precision"] == "bf16" and metrics["compiled"] is False
     loaded, _ = load_trained(paths.checkpoint)
@@ -229,20 +231,3 @@ def test_an_unknown_precision_is_refused_in_one_line(tmp_path):
     with contextlib.redirect_stderr(stderr):
         assert main(["check", "--params", str(path)]) == 2
     assert stderr.getvalue().startswith("error: ") and stderr.getvalue().count("\n") == 1
-
-
-def test_bench_precision_option_reaches_both_paths_and_the_peak(tmp_path, monkeypatch):
-    """`study bench --precision bf16` on CPU: both rows autocast, and MFU's peak is a bf16 matmul."""
-    # This CPU multiplies bf16 at about 1 GFLOP/s (no native bf16): the default 2048² peak takes ~17 s a try.
-    monkeypatch.setitem(study.infra.bench.measure.PEAK_SIZE, "cpu", 64)
-    raw = {"data": {"dataset": "digits"}, "fractions": [1.0], "seeds": [0], "baselines": ["vit"],
-           "distill": [], "models": {"vit": {"arch": "vit", "arch_args": TINY_VIT}}, "budget": {"batch_size": 8}}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    out = tmp_path / "bench.csv"
-    with contextlib.redirect_stdout(io.StringIO()) as stdout:
-        status = main(["bench", "--params", str(tmp_path / "params.yaml"), "--precision", "bf16", "--steps", "1",
-                       "--warmup-steps", "1", "--repeats", "1", "--workers", "0", "--images", "16",
-                       "--out", str(out)])
-    assert status == 0 and ", bf16: " in stdout.getvalue().strip().splitlines()[-1]
-    table = pd.read_csv(out)
-    assert set(table["precision"]) == {"bf16 autocast"} and set(table["peak_dtype"]) == {"bfloat16"}

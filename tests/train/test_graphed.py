@@ -13,13 +13,14 @@ import dataclasses
 import pytest
 import torch
 
-from study.models import build_model, is_transformer
+from study.archs import traits
+from study.models import build_model
 from study.train.augment import Augmentation, BatchAugment
 from study.train.batches import BatchOrder, DeviceSplit, channel_stats
 from study.train.device_crop import crop_flip
 from study.train.graphed import GraphedTrainStep, _TrainingState, wants_graph
 from study.train.losses import LabelLoss
-from study.train.step import TrainStep, make_optimizer
+from study.train.step import StepSpec, TrainStep, make_optimizer
 from tests.train.test_gpu_path import MODELS, learnable_data
 
 CPU = torch.device("cpu")
@@ -32,14 +33,14 @@ def make_step(kind: str, cls: type, device: torch.device, augmentation: Augmenta
     recipe = dataclasses.replace(recipe, label_smoothing=label_smoothing)
     torch.manual_seed(0)
     model = build_model(arch, 4, 8, 1, **arch_args).to(device)
-    channels_last = not is_transformer(model)
+    channels_last = not traits(arch, arch_args).transformer
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     images, labels = learnable_data(IMAGES)
     mean, std = (torch.tensor(v, device=device) for v in channel_stats(images))
     augment = BatchAugment(augmentation, mean, std, 4, (8, 8))
-    step = cls(model, LabelLoss(recipe.label_smoothing).to(device), recipe, DeviceSplit(images, labels, device),
-               augment, steps, BATCH, 0, device, channels_last, False, precision)
+    step = cls(model, LabelLoss(recipe.label_smoothing).to(device), DeviceSplit(images, labels, device), augment,
+               StepSpec(recipe, steps, BATCH, 0, device, channels_last, compile=False, precision=precision))
     model.train()
     return step
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from study.core.config import Params
+from study.infra.engine.params import engine_params
 from study.infra.engine.executor import Executor, choose
 from study.infra.engine.interrupts import Interrupts
 from study.infra.engine.pipeline import RECORDED, RUN, UP_TO_DATE, Pipeline, Plan
@@ -162,11 +163,11 @@ class _Driver:
 
     def training_reservation(self) -> Reservation:
         """What one training stage reserves (engine.cpus_per_run, else train.threads)."""
-        return reservation(True, self.params.engine, self.params.train.threads, self.node_cpus, self.gpus)
+        return reservation(True, engine_params(self.params), self.params.train.threads, self.node_cpus, self.gpus)
 
     def _reservation(self, stage):
         training = is_training(self.pipeline.commands(stage)[0])
-        return reservation(training, self.params.engine, self.params.train.threads, self.node_cpus, self.gpus)
+        return reservation(training, engine_params(self.params), self.params.train.threads, self.node_cpus, self.gpus)
 
     def _started(self) -> list[str]:
         """The stages in flight that a worker has begun; the others wait in the executor's queue for room."""

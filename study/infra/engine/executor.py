@@ -54,7 +54,7 @@ def choose(address: str | None, jobs: int | None, cpus: int | None, gpus: int | 
            cpus_per_run: int | None) -> Executor:
     """The executor for ``study run``'s options, checked before any planning (one-line errors).
 
-    ``--jobs`` picks the local pool; without it, Ray, as before the pool existed.
+    ``--jobs`` picks the local pool; without it, Ray (the default).
     """
     if cpus is not None and cpus < 1:
         raise StudyError(f"--cpus {cpus}: give at least 1")

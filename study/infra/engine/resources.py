@@ -12,7 +12,8 @@ import dataclasses
 import shlex
 from dataclasses import dataclass
 
-from study.core.config import EngineParams, Params
+from study.core.config import Params
+from study.infra.engine.params import EngineParams
 
 
 @dataclass(frozen=True)
@@ -60,4 +61,4 @@ def with_cpus_per_run(params: Params, cpus_per_run: int | None) -> Params:
     """``params`` with ``engine.cpus_per_run`` replaced (``study run --cpus-per-run``); unchanged for None."""
     if cpus_per_run is None:
         return params
-    return dataclasses.replace(params, engine=dataclasses.replace(params.engine, cpus_per_run=cpus_per_run))
+    return dataclasses.replace(params, engine={**params.engine, "cpus_per_run": cpus_per_run})

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from study.core import runtime
 from study.attention.figures import attention_distance_plot, attention_maps_figure, attention_maps_frame
-from study.attention.study import LOCAL_SHARE
-from study.representations.figures import CKAPanel, cka_frame, cka_grid
+from study.attention.locality import LOCAL_SHARE
+from study.cka.figures import CKAPanel, cka_frame, cka_grid
 from study.outputs.figure_style import save_figure
 from study.core.errors import StudyError
 from study.core.io import atomic_dir
-from study.pretrained import analysis as P
+from study.pretrained import analysis
 from study.pretrained.images import list_images
 from study.pretrained.load import open_checkpoint, resolve
 from study.pretrained.params import PretrainedParams, load_pretrained_params
@@ -45,12 +45,13 @@ def run(params: PretrainedParams, checkpoints_dir: Path, images_dir: Path, figur
                          "batch: raise the count or lower the batch size")
     checkpoints = {name: open_checkpoint(*resolve(m.source, m.weights, checkpoints_dir))
                    for name, m in params.models.items()}
-    result = P.analyse(checkpoints, paths, a.batch_size, a.kernel, a.rbf_threshold, a.show, device)
+    result = analysis.analyse(checkpoints, paths, a.batch_size, a.kernel, a.rbf_threshold, a.show, device)
     panels = [CKAPanel(result.block(x, y), result.layers[x], result.layers[y],
-                       f"{x} (within)" if x == y else f"{x} vs {y}", x, y) for x, y in P.cka_pairs(result.layers)]
+                       f"{x} (within)" if x == y else f"{x} vs {y}", x, y)
+              for x, y in analysis.cka_pairs(result.layers)]
     within = [p for p in panels if p.row_name == p.col_name]
     across = [p for p in panels if p.row_name != p.col_name]
-    layers = P.attention_layer_table(result.heads, LOCAL_SHARE)
+    layers = analysis.attention_layer_table(result.heads, LOCAL_SHARE)
     with atomic_dir(figures) as tmp:
         save_figure(cka_grid(within), tmp / "cka_within", cka_frame(within))
         for panel in across:  # one figure per pair: side by side, many pairs would crush each other
@@ -68,13 +69,13 @@ def run(params: PretrainedParams, checkpoints_dir: Path, images_dir: Path, figur
             save_figure(fig, tmp / f"attention_maps_{name}_last", attention_maps_frame(m.last, m.rollout, titles))
     sources = {name: m.source for name, m in params.models.items()}
     with atomic_dir(tables) as tmp:
-        write_table(P.models_table(checkpoints, sources, result, checkpoints_dir), tmp / "models",
+        write_table(analysis.models_table(checkpoints, sources, result, checkpoints_dir), tmp / "models",
                     "The pretrained models: source, architecture, input, preprocessing, SHA-256 of the weights.")
-        write_table(P.images_table(paths, images_dir, result.images), tmp / "images",
+        write_table(analysis.images_table(paths, images_dir, result.images), tmp / "images",
                     "The images analysed, in order, with their SHA-256.")
         write_table(cka_frame(panels), tmp / "cka", "Minibatch CKA (unbiased HSIC) between every layer pair, within "
                     "each model and across models.", 4)
-        write_table(P.matched_depth_table(result), tmp / "cka_matched_depth",
+        write_table(analysis.matched_depth_table(result), tmp / "cka_matched_depth",
                     "CKA between two models at matched relative depth.", 4)
         write_table(result.heads, tmp / "attention_heads", "Mean attention distance (px of the model's input) and "
                     "entropy (nats) of every head, with the uniform-attention references.", 3)

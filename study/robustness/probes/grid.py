@@ -104,8 +104,8 @@ def occlusion(images: Tensor, share: float, seed: int, grid: int, offset: int = 
 
 def cell_permutations(count: int, grid: int, seed: int, start: int = 0, offset: int = 0) -> Tensor:
     """The permutations :func:`rearrangement` applies: ``(count, grid²)`` int64, one uniform draw per image. The
-    stream is keyed by the grid and, for an offset grid, by the offset too (the aligned shuffle's key is as it was
-    before offsets existed, so its draws are unchanged)."""
+    stream is keyed by the grid and, for an offset grid, by the offset too (the aligned shuffle's key leaves the
+    offset out, so its draws do not depend on whether offset grids are scored)."""
     if isinstance(grid, bool) or not isinstance(grid, numbers.Integral) or grid < 1:
         raise StudyError(f"rearrangement: grid {grid!r} must be a positive integer (cells per side)")
     grid = int(grid)
