@@ -292,14 +292,14 @@ def pytest_collection_modifyitems(items) -> None:
     """Mark every test that uses one of ``SLOW_FIXTURES`` as slow, and give each test its xdist group.
 
     The suite runs on two pytest-xdist workers (pyproject's ``addopts``: ``--dist loadgroup``), a group to a worker:
-    a test file is a group, so its module fixtures are built once; every file with a test of the shared smoke study
-    is one group, "smoke", so that ``dvc repro`` of the smoke preset runs once and the tests that edit that project
-    (a parameter, a module) never run at the same time as another test reading it."""
-    smoke_files = {item.path for item in items if "smoke_study" in getattr(item, "fixturenames", ())}
+    the tests of one file are a group, so its module fixtures are built once; every test of the shared smoke study,
+    whatever its file, is the group "smoke", so that ``dvc repro`` of the smoke preset runs once and the tests that
+    edit that project (a parameter, a module) never run at the same time as another test reading it."""
     for item in items:
-        if SLOW_FIXTURES.keys() & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SLOW_FIXTURES.keys() & fixtures:
             item.add_marker(pytest.mark.slow)
-        group = "smoke" if item.path in smoke_files else item.path.relative_to(ROOT).as_posix()
+        group = "smoke" if "smoke_study" in fixtures else item.path.relative_to(ROOT).as_posix()
         item.add_marker(pytest.mark.xdist_group(group))
 
 

@@ -2,8 +2,8 @@
 
 The device image holds the packages of scripts/device-image.txt and reaches no registry. Here the kit is
 built for this interpreter (CI's Python; the device's is 3.12), installed with `--no-index` into a fresh
-folder by scripts/device-install, and every `study` module is imported in a process that may load only the
-standard library, the image's packages, the kit and the checkout: an import finder refuses every other
+folder by scripts/device-install, and every `study` and `benchmarks` module is imported in a process that may load
+only the standard library, the image's packages, the kit and the checkout: an import finder refuses every other
 package of this environment. So a dependency the kit forgot fails here, not on a lent GPU.
 """
 
@@ -32,7 +32,8 @@ SITE = Path(__SITE__)
 BLOCKED = set()
 for top, dists in importlib.metadata.packages_distributions().items():
     in_kit = (SITE / top).exists() or any(SITE.glob(top + ".*"))
-    if top != "study" and not in_kit and not any(_norm(d) in IMAGE for d in dists):
+    own = top in ("study", "benchmarks")  # the checkout's packages (study gpu-acceptance imports benchmarks)
+    if not own and not in_kit and not any(_norm(d) in IMAGE for d in dists):
         BLOCKED.add(top)
 
 class _ImageOnly:
@@ -45,8 +46,9 @@ sys.meta_path.insert(0, _ImageOnly())
 '''
 
 IMPORT_EVERY_MODULE = '''
-import importlib, pkgutil, study
-names = [m.name for m in pkgutil.walk_packages(study.__path__, "study.") if m.name != "study.__main__"]
+import importlib, pkgutil, study, benchmarks
+names = [m.name for package in (study, benchmarks)
+         for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".") if m.name != "study.__main__"]
 for name in names:
     importlib.import_module(name)
 import dvc.repo, kornia, pydantic
