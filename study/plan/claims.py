@@ -29,10 +29,11 @@ import pandas as pd
 from study.plan.params import ClaimParams, PlanParams
 from study.plan import CONTRAST, CONTROL, INTERACTION
 from study.robustness import condition_label
-from study.stats.intervals import MIN_SEEDS, holm_levels, holm_p, t_bounds
+from study.stats.intervals import MIN_SEEDS, holm_p, t_bounds
 from study.stats.power import paired_power, seeds_for_power
 from study.stats.trend import trend_fit
-from study.stats.verdicts import UNDEFINED, classify, scope, scope_words, words
+from study.stats.verdicts import (EXPLORATORY as EXPLORATORY_VERDICT, FACT as FACT_VERDICT, NOT_TESTED, UNDEFINED,
+                                  Verdict, classify, scope, scope_words, words)
 
 Condition = tuple[str, str, float]
 KEYS = ["probe", "variant", "level"]
@@ -93,62 +94,130 @@ def _tests(tables: list[pd.DataFrame], claim: ClaimParams) -> list[tuple[str, Co
             (INTERACTION, None, interaction(on, off) if len(on) and len(off) else pd.DataFrame(columns=_DIFF))]
 
 
-TEST_COLUMNS = ["claim", "test", "comparison", "condition", "images", "seeds", "fractions", "mean", "se", "ci_low",
-                "ci_high", "adj_low", "adj_high", "adj_confidence", "p", "p_holm", "df", "seed_sd",
-                "seed_variance_share", "slope_per_decade", "slope_ci_low", "slope_ci_high", "smallest_effect",
-                "direction", "verdict", "bound", "power", "seeds_needed", "flagged_pairs"]
+TEST_COLUMNS = ["claim", "test", "family", "comparison", "condition", "fractions_declared", "images", "seeds",
+                "fractions", "mean", "se", "ci_low", "ci_high", "adj_low", "adj_high", "adj_confidence", "p", "p_holm",
+                "df", "seed_sd", "seed_variance_share", "slope_per_decade", "slope_ci_low", "slope_ci_high",
+                "smallest_effect", "direction", "verdict", "bound", "pilot_seeds", "pilot_sd", "power",
+                "seeds_needed", "observed_power", "flagged_pairs"]
+PRIMARY, SECONDARY, EXPLORATORY, FACT = "primary", "secondary", "exploratory", "fact"
 
 
-def judge_tests(tables: list[pd.DataFrame], plan: PlanParams) -> pd.DataFrame:
-    """One row per test of the plan (:data:`TEST_COLUMNS`, points of top-1): the mean over seeds of each seed's
-    contrast over the fractions, its raw ``1 − alpha`` interval and its Holm-adjusted one across every test of the
-    plan, the verdict against the claim's smallest effect (the control's contrast in no direction: what it is
-    asked is whether it is small), and the power of the family's first-ranked test at the observed seed-level
-    SD with the seeds ``plan.power`` would need. A test whose models or condition the study lacks is in the table
-    with NaN values and verdict "undefined", outside the family."""
+def _family(claim: ClaimParams, test: str) -> str:
+    """The family a test of ``claim`` belongs to: a primary claim's own test (the interaction where it has a control,
+    else its contrast) is primary and its other tests secondary; a secondary or exploratory claim's every test."""
+    if claim.role == "primary":
+        return PRIMARY if test == claim.primary_test() else SECONDARY
+    return claim.role
+
+
+def _declared_at(diffs: pd.DataFrame, claim: ClaimParams, study: tuple[float, ...] = ()) -> pd.DataFrame:
+    """The rows of the fractions the claim is declared at; where it names none, of ``study``'s fractions (all rows
+    where that is empty too)."""
+    fractions = claim.fractions or study
+    if not fractions or diffs.empty:
+        return diffs
+    keep = np.isclose(diffs["fraction"].to_numpy(float)[:, None], np.asarray(fractions, float)[None, :]).any(1)
+    return diffs[keep]
+
+
+def _fit(diffs: pd.DataFrame) -> dict:
+    if diffs.empty:
+        return {}
+    fit = trend_fit(diffs, size="train_images")
+    return {"seeds": fit.seeds, "fractions": fit.fractions, "mean": fit.mean, "se": fit.mean_se, "df": fit.mean_df,
+            "p": fit.p_mean, "seed_sd": fit.seed_sd, "seed_variance_share": fit.seed_variance_share,
+            "slope_per_decade": fit.slope, "_slope": (fit.slope, fit.slope_se, fit.slope_df)}
+
+
+def _fixed(row: dict) -> bool:
+    """A test whose per-seed values are all the same (SD exactly 0 over 2 or more seeds): the value is fixed by
+    construction (a model exactly invariant to the probe), stated as a fact and kept out of every family."""
+    return row.get("seeds", 0) >= 2 and row.get("seed_sd") == 0.0
+
+
+def judge_tests(tables: list[pd.DataFrame], plan: PlanParams, pilot: list[pd.DataFrame] | None = None
+                ) -> pd.DataFrame:
+    """One row per test of the plan (:data:`TEST_COLUMNS`, points of top-1), each on the claim's fractions: the
+    mean over seeds of each seed's contrast, its raw ``1 − alpha`` interval, and within its family
+    (:func:`_family`) Holm's adjusted p-value, which decides, beside the Bonferroni-simultaneous interval at
+    ``alpha / size`` (the intervals shown: they hold together, which Holm's step-down levels do not). The secondary
+    family is tested only once every primary test is rejected (serial gatekeeping, Dmitrienko & Tamhane 2007), so
+    the two families together hold the familywise error at ``alpha``. Exploratory tests get their raw interval and
+    no verdict; a test fixed by construction (:func:`_fixed`) is a fact.
+
+    Power is prospective where ``pilot`` (the pilot's per-run tables) is given: the SD of the pilot's per-seed
+    values of the same test at the same fractions, at the plan's seeds and its family's level ``alpha / size``
+    (Bonferroni's, conservative for Holm), with the seeds ``plan.power`` needs; ``observed_power`` is the same at
+    the SD these runs found (descriptive). A test whose models or condition the study lacks is in the table with
+    NaN values and verdict "undefined", outside the families."""
     rows = []
+    study = tuple(sorted({float(f) for t in tables for f in t["fraction"]}))
     for claim in plan.claims:
         effect = smallest_effect(plan, claim)
         for test, condition, diffs in _tests(tables, claim):
+            diffs = _declared_at(diffs, claim)
             label = condition_words(condition) if condition else \
                 f"{condition_words(claim.condition)} − {condition_words(claim.control)}"
-            row = {"claim": claim.name, "test": test, "comparison": f"{claim.arm} - {claim.against}",
-                   "condition": label, "smallest_effect": effect,
-                   "direction": 0 if test == CONTROL else claim.direction,
+            row = {"claim": claim.name, "test": test, "family": _family(claim, test),
+                   "comparison": f"{claim.arm} - {claim.against}", "condition": label,
+                   "fractions_declared": " ".join(f"{f:g}" for f in claim.fractions) or "all",
+                   "smallest_effect": effect, "direction": 0 if test == CONTROL else claim.direction,
                    "images": int(diffs["images"].min()) if len(diffs) else 0,
-                   "flagged_pairs": int(diffs["flagged"].sum()) if len(diffs) else 0}
-            if len(diffs):
-                fit = trend_fit(diffs, size="train_images")
-                row.update({"seeds": fit.seeds, "fractions": fit.fractions, "mean": fit.mean, "se": fit.mean_se,
-                            "df": fit.mean_df, "p": fit.p_mean, "seed_sd": fit.seed_sd,
-                            "seed_variance_share": fit.seed_variance_share, "slope_per_decade": fit.slope,
-                            "_slope": (fit.slope, fit.slope_se, fit.slope_df)})
+                   "flagged_pairs": int(diffs["flagged"].sum()) if len(diffs) else 0, **_fit(diffs)}
+            if pilot:
+                before = _fit(_declared_at({t: d for t, _, d in _tests(pilot, claim)}[test], claim, study))
+                row.update({"pilot_seeds": before.get("seeds", math.nan), "pilot_sd": before.get("seed_sd", math.nan)})
+            if _fixed(row):
+                row["family"] = FACT
             rows.append(row)
     table = pd.DataFrame(rows)
     for column in ("seeds", "fractions", "mean", "se", "df", "p", "seed_sd", "seed_variance_share",
-                   "slope_per_decade"):
+                   "slope_per_decade", "pilot_seeds", "pilot_sd"):
         if column not in table:
             table[column] = math.nan
-    table.loc[table["seeds"] < MIN_SEEDS, "p"] = math.nan  # described, never inferred: outside the family
-    alpha, family = plan.alpha, int(table["p"].notna().sum()) if len(table) else 0
-    table["adj_confidence"] = [1 - level for level in holm_levels(table["p"], alpha)]
-    table["p_holm"] = holm_p(table["p"])
+    table.loc[table["seeds"] < MIN_SEEDS, "p"] = math.nan  # described, never inferred: outside the families
+    alpha = plan.alpha
+    table["p_holm"], table["adj_confidence"] = math.nan, math.nan
+    sizes = {}
+    for family in (PRIMARY, SECONDARY):
+        at = (table["family"] == family) & table["p"].notna()
+        sizes[family] = int(at.sum())
+        if sizes[family]:
+            table.loc[at, "p_holm"] = holm_p(table.loc[at, "p"])
+            table.loc[at, "adj_confidence"] = 1 - alpha / sizes[family]
+    primaries = table[(table["family"] == PRIMARY) & table["p"].notna()]
+    gate_open = bool(len(primaries)) and bool((primaries["p_holm"] < alpha).all())
     out = []
     for row in table.to_dict("records"):
         ci = t_bounds(row["mean"], row["se"], row["df"], alpha)
-        adj = t_bounds(row["mean"], row["se"], row["df"], 1 - row["adj_confidence"])
+        family, level = row["family"], 1 - row["adj_confidence"]
+        adj = t_bounds(row["mean"], row["se"], row["df"], level) if math.isfinite(level) else ci
         slope = row.get("_slope")
         slope_ci = t_bounds(*slope, alpha) if isinstance(slope, tuple) else (math.nan, math.nan)
-        verdict = classify(*adj, row["smallest_effect"], row["direction"], _seeds(row["seeds"]))
-        measured = math.isfinite(row["seed_sd"]) and row["seed_sd"] > 0 and family > 0
-        seeds = row["seeds"]
+        if family == FACT:
+            verdict = Verdict(FACT_VERDICT, math.nan)
+        elif family == EXPLORATORY:
+            verdict = Verdict(EXPLORATORY_VERDICT, math.nan)
+        elif family == SECONDARY and not gate_open and math.isfinite(row["p"]):
+            verdict = Verdict(NOT_TESTED, math.nan)
+        else:
+            verdict = classify(*adj, row["smallest_effect"], row["direction"], _seeds(row["seeds"]),
+                               rejected=bool(row["p_holm"] < alpha))
+        size = sizes.get(family, 0)
+        sd_pilot, sd_here, seeds = row["pilot_sd"], row["seed_sd"], row["seeds"]
+        level_family = alpha / size if size else alpha
+
+        def power_at(sd):
+            ok = size and isinstance(sd, float) and math.isfinite(sd) and sd > 0
+            return paired_power(int(plan.seeds), row["smallest_effect"], sd, level_family) if ok else math.nan
+
+        sizing = sd_pilot if isinstance(sd_pilot, float) and math.isfinite(sd_pilot) else sd_here
         out.append({**row, "ci_low": ci[0], "ci_high": ci[1], "adj_low": adj[0], "adj_high": adj[1],
                     "slope_ci_low": slope_ci[0], "slope_ci_high": slope_ci[1],
-                    "verdict": verdict.label, "bound": verdict.bound,
-                    "power": paired_power(int(seeds), row["smallest_effect"], row["seed_sd"], alpha, family)
-                    if measured else math.nan,
-                    "seeds_needed": seeds_for_power(row["smallest_effect"], row["seed_sd"], plan.power, alpha,
-                                                    family) if measured else None})
+                    "verdict": verdict.label, "bound": verdict.bound, "power": power_at(sizing),
+                    "observed_power": power_at(sd_here) if math.isfinite(seeds) else math.nan,
+                    "seeds_needed": seeds_for_power(row["smallest_effect"], sizing, plan.power, level_family)
+                    if size and isinstance(sizing, float) and math.isfinite(sizing) and sizing > 0 else None})
     return pd.DataFrame(out, columns=TEST_COLUMNS)
 
 
@@ -157,7 +226,7 @@ def _seeds(value) -> int | None:
     return int(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-CLAIM_COLUMNS = ["claim", "text", "comparison", "condition", "control", "control_means", "direction",
+CLAIM_COLUMNS = ["claim", "text", "role", "decided_by", "comparison", "condition", "control", "control_means", "direction",
                  "smallest_effect", "images", "seeds", "mean", "adj_low", "adj_high", "verdict", "bound",
                  "control_mean", "control_adj_low", "control_adj_high", "interaction_mean", "interaction_adj_low",
                  "interaction_adj_high", "scope", "verdict_words", "scope_words", "seeds_needed", "power_target",
@@ -172,9 +241,10 @@ def claims_table(tests: pd.DataFrame, plan: PlanParams) -> pd.DataFrame:
     for claim in plan.claims:
         own = tests[tests["claim"] == claim.name].set_index("test")
         main = own.loc[CONTRAST]
-        verdict = classify(main["adj_low"], main["adj_high"], main["smallest_effect"], claim.direction,
-                           _seeds(main["seeds"]))
-        row = {"claim": claim.name, "text": claim.claim, "comparison": main["comparison"],
+        deciding = own.loc[claim.primary_test()]
+        verdict = Verdict(deciding["verdict"], deciding["bound"])
+        row = {"claim": claim.name, "text": claim.claim, "role": claim.role, "decided_by": claim.primary_test(),
+               "comparison": main["comparison"],
                "condition": main["condition"], "control": condition_words(claim.control),
                "control_means": claim.control_means, "direction": claim.direction,
                "smallest_effect": main["smallest_effect"], "images": main["images"], "seeds": main["seeds"],

@@ -36,6 +36,15 @@ class ClaimParams:
     direction: Literal[-1, 0, 1] = 0
     control: tuple[StrictStr, StrictStr, float] | None = None
     control_means: StrictStr = ""  # what the control varies, in words ("off the ViT's patch grid")
+    # primary: its test (the interaction where there is a control, else the contrast) is in the primary family,
+    # its other tests secondary; secondary: every test in the secondary family, tested once every primary test is
+    # rejected (serial gatekeeping); exploratory: intervals only, no verdict.
+    role: Literal["primary", "secondary", "exploratory"] = "primary"
+    fractions: tuple[float, ...] = ()  # the fractions the claim is declared at; () for every fraction of the study
+
+    def primary_test(self) -> str:
+        """The test a claim's verdict is: the interaction where it has a control, else its contrast."""
+        return "contrast" if self.control is None else "interaction"
 
 
 @dataclass(frozen=True, config=_FROZEN)
@@ -96,6 +105,9 @@ class PlanParams:
     power: StrictFloat = Field(default=0.8, gt=0.0, lt=1.0)  # the power the seeds needed are computed for
     claims: tuple[ClaimParams, ...] = ()  # with a ladder, followed by its claims (parse_params adds them)
     ladder: LadderParams | None = None
+    # The pilot's per-run robustness tables (a folder of the project) whose per-seed values sized the plan: each
+    # test's power at the plan's seeds is computed from the pilot's SD there (stage plan's power table).
+    pilot: StrictStr | None = None
 
     def conditions(self) -> tuple[tuple[str, str, float], ...]:
         """Every condition a claim names (its own and its control), each once, in the plan's order."""
@@ -145,6 +157,10 @@ def _check_plan(plan: PlanParams, p: Params, source: str) -> None:
             if condition is not None and condition[0] not in robustness.PROBES:
                 raise StudyError(f"{source}: {key}.claims[{i}].{role} = {list(condition)}: unknown probe "
                                  f"'{condition[0]}'; choose from {', '.join(robustness.PROBES)}")
+        unknown = [f for f in c.fractions if not any(abs(f - g) < 1e-12 for g in p.fractions)]
+        if unknown:
+            raise StudyError(f"{source}: {key}.claims[{i}].fractions = {list(c.fractions)}: {unknown} not among the "
+                             f"study's fractions {list(p.fractions)}; declare the claim where the study trains")
         if c.control is not None and tuple(c.control) == tuple(c.condition):
             raise StudyError(f"{source}: {key}.claims[{i}].control is its condition; give the matched condition "
                              "that differs in the one way the claim is about")

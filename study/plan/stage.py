@@ -56,7 +56,8 @@ def run(params, robustness_tables: Path, figures: Path, tables: Path) -> str:
             pass
         return f"plan: none declared (analysis.plan), so no verdicts; {tables} left empty"
     sources = per_run_tables(robustness_tables)
-    tests = judge_tests(sources, plan)
+    pilot = per_run_tables(Path(plan.pilot)) if plan.pilot else None
+    tests = judge_tests(sources, plan, pilot)
     claims = claims_table(tests, plan)
     per_fraction = fractions_table(sources, plan, 1 - plan.alpha)
     family = int(tests["p"].notna().sum())

@@ -23,6 +23,11 @@ from study.stats.intervals import MIN_SEEDS
 
 SUPPORTED, REFUTED, NO_EFFECT, REVERSED, INCONCLUSIVE, UNDEFINED, TOO_FEW = (
     "supported", "refuted", "no effect", "reversed", "inconclusive", "undefined", "too few seeds")
+# An effect shown to exist and shown to be smaller than the smallest effect of interest: its own verdict, since
+# the claim asked for an effect of interest.
+SMALLER = "smaller than the smallest effect"
+# A test outside every family: the plan's exploratory claims, a closed gate, a value fixed by construction.
+EXPLORATORY, NOT_TESTED, FACT = "exploratory", "not tested", "fixed by construction"
 # Scopes of a controlled claim (:func:`scope`).
 ONLY, LARGER, BOTH, OPPOSITE, UNSEPARATED = "only", "larger", "both", "larger under the control", "unseparated"
 
@@ -36,13 +41,16 @@ class Verdict:
     bound: float
 
 
-def classify(low: float, high: float, smallest_effect: float, direction: int = 0, seeds: int | None = None
-             ) -> Verdict:
+def classify(low: float, high: float, smallest_effect: float, direction: int = 0, seeds: int | None = None,
+             rejected: bool = False) -> Verdict:
     """Classify an adjusted interval ``[low, high]`` of an effect against the smallest effect of interest
     ``smallest_effect`` (> 0), for a claim in ``direction`` (+1: the effect is positive, −1: negative, 0: any
     difference):
 
-    - **supported** — the interval excludes 0 on the claimed side (either side for direction 0);
+    - **smaller than the smallest effect** — an effect on the claimed side is shown (the interval excludes 0, or
+      ``rejected``: the family's step-down test rejected it) and the interval lies inside ``±smallest_effect``;
+    - **supported** — an effect on the claimed side is shown (either side for direction 0), the interval reaching
+      beyond the smallest effect;
     - **refuted** (a directional claim) / **no effect** (direction 0) — the interval lies inside
       ``±smallest_effect``: every effect of interest is excluded (an equivalence statement: a ``1 − a`` interval
       inside the margin is a TOST at level ``a/2``, Schuirmann 1987; Lakens 2017);
@@ -60,9 +68,13 @@ def classify(low: float, high: float, smallest_effect: float, direction: int = 0
     if not (math.isfinite(low) and math.isfinite(high)):
         return Verdict(UNDEFINED, math.nan)
     bound = float(max(abs(low), abs(high)))
-    if (direction >= 0 and low > 0) or (direction <= 0 and high < 0):
-        return Verdict(SUPPORTED, math.nan)
-    if -smallest_effect < low and high < smallest_effect:
+    inside = -smallest_effect < low and high < smallest_effect
+    centre = (low + high) / 2
+    shown = (direction >= 0 and (low > 0 or (rejected and centre > 0))) or \
+            (direction <= 0 and (high < 0 or (rejected and centre < 0)))
+    if shown:
+        return Verdict(SMALLER, bound) if inside else Verdict(SUPPORTED, math.nan)
+    if inside:
         return Verdict(REFUTED if direction else NO_EFFECT, bound)
     if (direction > 0 and high < 0) or (direction < 0 and low > 0):
         return Verdict(REVERSED, bound)
@@ -111,6 +123,14 @@ def words(verdict: Verdict, unit: str = "points") -> str:
         return "reversed: the other model is ahead"
     if label == INCONCLUSIVE:
         return f"inconclusive: effects beyond ±{bound:.1f} {unit} excluded"
+    if label == SMALLER:
+        return f"an effect smaller than the smallest effect of interest: none beyond ±{bound:.1f} {unit}"
+    if label == EXPLORATORY:
+        return "exploratory: no verdict"
+    if label == NOT_TESTED:
+        return "not tested: a primary test was not rejected, so the secondary family stays closed"
+    if label == FACT:
+        return "fixed by construction: the same value in every seed, a fact rather than a test"
     if label == TOO_FEW:
         return f"not inferred: fewer than {MIN_SEEDS} seeds"
     return "not measured"
