@@ -293,7 +293,7 @@ def to_full_summary(to_full: pd.DataFrame, ceiling: pd.DataFrame, confidence: fl
     level (the same comparison at initialisation, ``chance``; NaN when not given), and the gap ceiling − CKA
     paired by seed (both against the same reference run). The gaps of one model's fractions form one family:
     Holm-adjusted intervals (``gap_confidence`` is the level each uses). The levels' own intervals are over
-    distinct seed pairs (``*_pairs``; two seeds give one pair, compared both ways, and no interval)."""
+    disjoint seed pairs (``*_pairs``: no seed in two of them; two or three seeds give one pair, and no interval)."""
     if to_full.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     cka = _per_seed_depth_means(to_full, ["model", "fraction", "seed"]).rename("cka").reset_index()
@@ -322,12 +322,19 @@ def to_full_summary(to_full: pd.DataFrame, ceiling: pd.DataFrame, confidence: fl
 
 
 def _distinct_pairs(layers: pd.DataFrame) -> np.ndarray:
-    """Depth mean per unordered seed pair: CKA is symmetric, so (0, 1) and (1, 0) are one value."""
+    """Depth mean per seed pair, over disjoint pairs only: CKA is symmetric, so (0, 1) and (1, 0) are one value, and
+    pairs sharing a seed are not independent (the cyclic pairs 0-1, 1-2, 2-0 use every seed twice), so the pairs
+    are taken in order and one that reuses a seed already taken is left out: 6 seeds give 3 values, 3 seeds one."""
     if layers.empty:
         return np.array([])
     means = _per_seed_depth_means(layers, ["seed", "reference_seed"])
     unique = {tuple(sorted(pair)): value for pair, value in means.items()}
-    return np.array([unique[pair] for pair in sorted(unique)])
+    taken, values = set(), []
+    for pair in sorted(unique):
+        if taken.isdisjoint(pair):
+            taken.update(pair)
+            values.append(unique[pair])
+    return np.array(values)
 
 
 def across_depth(matrices: Mapping[int, dict], initial: Mapping[int, dict] | None = None,

@@ -26,6 +26,7 @@ import pandas as pd
 from scipy import optimize
 
 from study.stats.intervals import MIN_SEEDS, equivalence_bound, holm_intervals, t_interval
+from study.stats.resampling import MIN_BOOTSTRAP_SEEDS
 from study.stats.trend import decade_slopes, slope_rows, step_free_pairs
 
 # Bounds of the power-law fit: a ≥ 0, 0 ≤ b ≤ 5, 0 ≤ c ≤ 1 (c is an error rate).
@@ -209,7 +210,8 @@ def identified(row: dict) -> bool:
 
 def power_law_table(runs: pd.DataFrame, confidence: float, bootstrap: int = _BOOTSTRAP, seed: int = 0) -> pd.DataFrame:
     """Per model: the fit on every run that is not step-bound, percentile intervals from ``bootstrap``
-    resamples of whole seeds (a seed's runs stay together: its subsets are nested), per parameter
+    resamples of whole seeds (a seed's runs stay together: its subsets are nested; none below
+    :data:`~study.stats.resampling.MIN_BOOTSTRAP_SEEDS` seeds, ``bootstrap_seeds`` records how many), per parameter
     ``<p>_on_bound`` (:func:`on_bound`) and ``<p>_too_wide`` (:func:`too_wide`), and ``identified``
     (:func:`identified`)."""
     rng = np.random.default_rng(seed)
@@ -217,10 +219,11 @@ def power_law_table(runs: pd.DataFrame, confidence: float, bootstrap: int = _BOO
     for model, g in runs.groupby("model", sort=True):
         used = g[~g["step_bound"].astype(bool)]
         fit = fit_power_law(used["train_images"], used["test_error"])
-        row = {"model": model, **fit, "runs_used": len(used), "runs_step_bound": len(g) - len(used)}
         seeds = used["seed"].unique()
+        row = {"model": model, **fit, "runs_used": len(used), "runs_step_bound": len(g) - len(used),
+               "bootstrap_seeds": len(seeds)}
         samples = []
-        for _ in range(bootstrap if len(seeds) >= 2 else 0):
+        for _ in range(bootstrap if len(seeds) >= MIN_BOOTSTRAP_SEEDS else 0):
             chosen = pd.concat([used[used["seed"] == s] for s in rng.choice(seeds, size=len(seeds))])
             samples.append([fit_power_law(chosen["train_images"], chosen["test_error"])[k] for k in "abc"])
         samples = np.array(samples, dtype=float).reshape(-1, 3)

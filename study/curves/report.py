@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from study.stats.resampling import MIN_BOOTSTRAP_SEEDS
+
 from study import curves
 from study.outputs.tables import markdown_table
 from study import writing
@@ -169,7 +171,10 @@ def _undetermined(r) -> str:
         if getattr(r, f"{name}_on_bound"):
             reasons.append(f"{name} sits on the fit's bound ({name} = {getattr(r, name):{_FORMAT[name]}})")
         elif not (math.isfinite(low) and math.isfinite(high)):
-            reasons.append(f"{name} has no bootstrap interval")
+            seeds = getattr(r, "bootstrap_seeds", None)
+            few = f" ({int(seeds)} seed{'' if seeds == 1 else 's'}: too few to resample)" if seeds is not None and math.isfinite(seeds) \
+                and seeds < MIN_BOOTSTRAP_SEEDS else ""
+            reasons.append(f"{name} has no bootstrap interval{few}")
         elif getattr(r, f"{name}_too_wide"):
             reasons.append(f"{name}'s bootstrap interval ({low:{_FORMAT[name]}} to {high:{_FORMAT[name]}}) is too "
                            "wide to determine it")

@@ -110,7 +110,7 @@ def _family(claim: ClaimParams, test: str) -> str:
     return claim.role
 
 
-def _declared_at(diffs: pd.DataFrame, claim: ClaimParams, study: tuple[float, ...] = ()) -> pd.DataFrame:
+def declared_at(diffs: pd.DataFrame, claim: ClaimParams, study: tuple[float, ...] = ()) -> pd.DataFrame:
     """The rows of the fractions the claim is declared at; where it names none, of ``study``'s fractions (all rows
     where that is empty too)."""
     fractions = claim.fractions or study
@@ -155,7 +155,7 @@ def judge_tests(tables: list[pd.DataFrame], plan: PlanParams, pilot: list[pd.Dat
     for claim in plan.claims:
         effect = smallest_effect(plan, claim)
         for test, condition, diffs in _tests(tables, claim):
-            diffs = _declared_at(diffs, claim)
+            diffs = declared_at(diffs, claim)
             label = condition_words(condition) if condition else \
                 f"{condition_words(claim.condition)} − {condition_words(claim.control)}"
             row = {"claim": claim.name, "test": test, "family": _family(claim, test),
@@ -165,7 +165,7 @@ def judge_tests(tables: list[pd.DataFrame], plan: PlanParams, pilot: list[pd.Dat
                    "images": int(diffs["images"].min()) if len(diffs) else 0,
                    "flagged_pairs": int(diffs["flagged"].sum()) if len(diffs) else 0, **_fit(diffs)}
             if pilot:
-                before = _fit(_declared_at({t: d for t, _, d in _tests(pilot, claim)}[test], claim, study))
+                before = _fit(declared_at({t: d for t, _, d in _tests(pilot, claim)}[test], claim, study))
                 row.update({"pilot_seeds": before.get("seeds", math.nan), "pilot_sd": before.get("seed_sd", math.nan)})
             if _fixed(row):
                 row["family"] = FACT
@@ -259,6 +259,8 @@ def claims_table(tests: pd.DataFrame, plan: PlanParams) -> pd.DataFrame:
             toward = claim.direction or (int(math.copysign(1, main["mean"])) if main["mean"] else 0)
             found = scope((both["adj_low"], both["adj_high"]), (off["adj_low"], off["adj_high"]),
                           main["smallest_effect"], toward) if toward and math.isfinite(main["mean"]) else UNDEFINED
+            if NOT_TESTED in (off["verdict"], both["verdict"]):  # the gate to the secondary family stayed closed
+                found = NOT_TESTED
             row.update({"control_mean": off["mean"], "control_adj_low": off["adj_low"],
                         "control_adj_high": off["adj_high"], "interaction_mean": both["mean"],
                         "interaction_adj_low": both["adj_low"], "interaction_adj_high": both["adj_high"],
@@ -287,12 +289,20 @@ def fractions_table(tables: list[pd.DataFrame], plan: PlanParams, confidence: fl
     return pd.DataFrame(rows, columns=FRACTION_COLUMNS)
 
 
-def declared_table(plan: PlanParams) -> pd.DataFrame:
-    """The plan as declared: one row per claim, with the condition, its control, the direction claimed and the
-    smallest effect of interest (points), and when the plan was written."""
-    return pd.DataFrame([{"claim": c.name, "text": c.claim, "comparison": f"{c.arm} - {c.against}",
+def declared_table(plan: PlanParams, record=None) -> pd.DataFrame:
+    """The plan as declared: one row per claim, with its role, the fractions it is declared at, the condition, its
+    control, the direction claimed and the smallest effect of interest (points), when the plan was written and,
+    for a ``before_runs`` plan, what git history shows (:mod:`study.plan.registration`: its status, the plan's
+    commit and date, the runs' first commit and date, the plan's digest)."""
+    found = {"registration": record.status, "plan_commit": record.plan_commit, "plan_date": record.plan_date,
+             "runs_commit": record.runs_commit, "runs_date": record.runs_date, "digest": record.digest} \
+        if record is not None else {"registration": "not checked (declared after the runs)"}
+    return pd.DataFrame([{"claim": c.name, "text": c.claim, "role": c.role,
+                          "fractions": " ".join(f"{f:g}" for f in c.fractions) or "all",
+                          "comparison": f"{c.arm} - {c.against}",
                           "condition": condition_words(c.condition), "control": condition_words(c.control),
                           "control_means": c.control_means, "direction": c.direction,
                           "smallest_effect": smallest_effect(plan, c), "declared": plan.declared,
-                          "seeds": plan.seeds, "images": plan.images, "alpha": plan.alpha, "power": plan.power}
+                          "seeds": plan.seeds, "images": plan.images, "alpha": plan.alpha, "power": plan.power,
+                          **found}
                          for c in plan.claims])

@@ -11,8 +11,9 @@ import pandas as pd
 
 
 def compact_tests(tests: pd.DataFrame) -> pd.DataFrame:
-    """The tests as a paper cites them: intervals written as ranges, the adjusted one with its level, counts as
-    integers (the report's table and ``tests.tex``)."""
+    """The tests as a paper cites them: intervals written as ranges, the simultaneous one with its level (Bonferroni
+    at its family's size), Holm's adjusted p-value that decides, counts as integers (the report's table and
+    ``tests.tex``)."""
     def span(low, high):
         return "–" if not (math.isfinite(low) and math.isfinite(high)) else f"{low:+.1f} to {high:+.1f}"
 
@@ -20,13 +21,16 @@ def compact_tests(tests: pd.DataFrame) -> pd.DataFrame:
         return f"{value:.{digits}f}" if isinstance(value, (int, float)) and math.isfinite(value) else "–"
 
     return pd.DataFrame({
-        "claim": tests["claim"], "test": tests["test"], "condition": tests["condition"], "images": tests["images"],
+        "claim": tests["claim"], "test": tests["test"], "family": tests["family"],
+        "condition": tests["condition"], "fractions": tests["fractions_declared"], "images": tests["images"],
         "seeds": [number(n, 0) for n in tests["seeds"]],
         "mean": [f"{m:+.1f}" if math.isfinite(m) else "–" for m in tests["mean"]],
         "95% CI": [span(lo, hi) for lo, hi in zip(tests["ci_low"], tests["ci_high"])],
-        "Holm-adjusted CI": [span(lo, hi) + (f" ({100 * c:.2f}%)" if math.isfinite(c) else "")
-                             for lo, hi, c in zip(tests["adj_low"], tests["adj_high"], tests["adj_confidence"])],
+        "simultaneous CI": [span(lo, hi) + (f" ({100 * c:.2f}%)" if math.isfinite(c) else "")
+                            for lo, hi, c in zip(tests["adj_low"], tests["adj_high"], tests["adj_confidence"])],
+        "Holm p": [number(v, 4) for v in tests["p_holm"]],
         "seed SD": [number(v, 2) for v in tests["seed_sd"]], "verdict": tests["verdict"],
+        "pilot SD": [number(v, 2) for v in tests["pilot_sd"]],
         "power": [number(v, 2) for v in tests["power"]],
         "seeds needed": [number(v, 0) for v in tests["seeds_needed"]], "flagged pairs": tests["flagged_pairs"]})
 

@@ -15,6 +15,7 @@ import pandas as pd
 from study import plan
 from study.outputs.tables import markdown_table
 from study.plan.compact import compact_tests
+from study.plan.one_family import one_family_section, one_family_sentence
 from study.writing.section import Part, Rows, Sources
 
 
@@ -27,19 +28,47 @@ def interval_text(mean: float, low: float, high: float) -> str:
     return f"{mean:+.1f} ({low:+.1f} to {high:+.1f})"
 
 
+def _one_family(tests: pd.DataFrame) -> bool:
+    """Whether the tests table predates the primary and secondary families (:mod:`study.plan.one_family`)."""
+    return "family" not in tests
+
+
 def declared_sentence(declared: pd.DataFrame, tests: pd.DataFrame, history: str) -> str:
-    """When the plan was written, its family and its smallest effects."""
+    """When the plan was written and what git history shows, its families and its smallest effects."""
+    if _one_family(tests):
+        return one_family_sentence(declared, tests, history)
     first = declared.iloc[0]
-    when = ("before the runs it judges" if first["declared"] == "before_runs"
-            else "after some of the runs it judges, so its verdicts are not confirmatory where those runs were seen")
-    family = int(tests["p"].notna().sum())
+    if first["declared"] == "before_runs":
+        when = "before the runs it judges"
+        status = first.get("registration", "")
+        if isinstance(first.get("plan_commit"), str) and first["plan_commit"]:
+            runs = (f"its runs were first committed in `{first['runs_commit'][:7]}` ({first['runs_date']})"
+                    if isinstance(first.get("runs_commit"), str) and first["runs_commit"] else
+                    "its runs were not yet committed when this report was written")
+            when += (f"; git history shows it {status}: the declared fields (digest `{str(first['digest'])[:12]}`) "
+                     f"were committed in `{first['plan_commit'][:7]}` ({first['plan_date']}), and {runs}")
+        elif status:
+            when += f" ({status})"
+    else:
+        when = "after some of the runs it judges, so its verdicts are not confirmatory where those runs were seen"
+    sizes = {f: int(((tests["family"] == f) & tests["p"].notna()).sum()) for f in ("primary", "secondary")}
     effects = ", ".join(f"{e:g} points for {'clean' if c == 'clean' else 'probe'} contrasts"
                         for c, e in declared.assign(kind=declared["condition"].eq("clean").map(
                             {True: "clean", False: "probe"}))[["kind", "smallest_effect"]].drop_duplicates()
                         .itertuples(index=False))
-    return (f"The analysis plan (`analysis.plan` in the parameters) declares {len(declared)} claims, written {when}: "
-            f"{history.strip()} Its {family} tests form one Holm family at α = {first['alpha']:g}; the smallest "
-            f"effects of interest are {effects}. Every other interval in this report is exploratory.")
+    facts = int((tests["family"] == "fact").sum())
+    return (f"The analysis plan (`analysis.plan` in the parameters) declares {len(declared)} claims, written "
+                f"{when}. {history.strip()} Its {sizes['primary']} tests form one Holm family at α = "
+                f"{first['alpha']:g}, each interval at the level Holm tests it; the smallest effects of interest are "
+                f"{effects}. Every other interval in this report is exploratory.")
+    return (f"The analysis plan (`analysis.plan` in the parameters) declares {len(declared)} claims, written {when}. "
+            f"{history.strip()} Its {sizes['primary']} primary tests form one Holm family at α = {first['alpha']:g}; "
+            f"its {sizes['secondary']} secondary tests form a second, tested only once every primary test is "
+            "rejected (serial gatekeeping), so the two hold the familywise error at α together. Holm's adjusted "
+            "p-values decide; the intervals shown are simultaneous (Bonferroni at each family's size). "
+            f"The smallest effects of interest are {effects}"
+            + (f"; {facts} test(s) fixed by construction are stated as facts, outside the families" if facts else "")
+            + ". Every other interval in this report is exploratory.")
 
 
 def claim_sentence(row: pd.Series) -> str:
@@ -69,20 +98,25 @@ def _findings(sources: Sources) -> list[str]:
 def _section(sources: Sources) -> list[str]:
     declared = sources.table(plan.FOLDER, plan.DECLARED)
     tests = sources.table(plan.FOLDER, plan.TESTS)
+    if _one_family(tests):
+        return one_family_section(sources)
     lines = ["## The analysis plan and its verdicts", "",
              declared_sentence(declared, tests, sources.setup.get("plan_history", "")), "",
-             markdown_table(declared[["claim", "comparison", "condition", "control", "direction",
+             markdown_table(declared[["claim", "role", "fractions", "comparison", "condition", "control", "direction",
                                       "smallest_effect"]], 1), ""]
     fig = sources.figure(plan.FOLDER, plan.FIGURE,
                          "Each claim's contrast under its condition (vermillion), under its matched control (blue) "
-                         "and their interaction (black), in points of test top-1 with intervals Holm-adjusted across "
-                         "the plan; filled: the interval excludes 0; grey band: the smallest effect of interest.")
+                         "and their interaction (black), in points of test top-1 with simultaneous intervals "
+                         "(Bonferroni at each family's size); filled: the interval excludes 0; grey band: the "
+                         "smallest effect of interest.")
     if fig:
         lines += [fig, ""]
-    lines += ["Every test, in points of test top-1 (`images`: test images per run; `seed SD`: SD of the seeds' "
-              "mean contrasts over the fractions, what the power depends on; `power`: of the family's first-ranked "
-              "test at the smallest effect; `seeds needed`: for that power to reach the plan's; `flagged pairs`: "
-              "pairs of runs with a run still improving at its end or on the step floor):", "",
+    lines += ["Every test, in points of test top-1 (`family`: primary, secondary, or a fact fixed by construction; "
+              "`fractions`: where the test is declared; `images`: test images per run; `seed SD`: SD of the seeds' "
+              "mean contrasts over its fractions; `pilot SD`: the same in the pilot's runs, which sized the plan; "
+              "`power`: at the plan's seeds and its family's level α / size, by the pilot's SD; `seeds needed`: for "
+              "the plan's power by it; `flagged pairs`: pairs of runs with a run still improving at its end or on "
+              "the step floor):", "",
               markdown_table(compact_tests(tests)), ""]
     return lines
 

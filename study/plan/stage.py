@@ -10,6 +10,7 @@ predate the plan's scoring: its presets' committed tables); writes the tables of
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
@@ -26,7 +27,9 @@ from study.outputs.tables import read_table, write_table
 from study.plan.claims import claims_table, declared_table, fractions_table, judge_tests
 from study.plan.compact import compact_claims, compact_tests
 from study.plan.figures import plan_figure
-from study.plan.params import plan_params
+from study.plan.params import PlanParams, plan_params
+from study.plan.registration import CHANGED, Registration, registration
+from study.presets import read_mapping
 
 
 add_arguments = add_reader_arguments  # --robustness, --figures, --tables
@@ -46,6 +49,19 @@ def per_run_tables(folder: Path) -> list[pd.DataFrame]:
     return tables
 
 
+def registered(params, plan: PlanParams) -> tuple[PlanParams, Registration | None]:
+    """The plan as it may be judged: a ``before_runs`` plan is checked against git history
+    (:mod:`study.plan.registration`); one whose declared fields changed after its runs has every claim demoted to
+    exploratory."""
+    if plan.declared != "before_runs":
+        return plan, None
+    record = registration(Path(params.source), read_mapping(Path(params.source)))
+    if record.status == CHANGED:
+        plan = dataclasses.replace(plan, claims=tuple(dataclasses.replace(c, role="exploratory")
+                                                      for c in plan.claims))
+    return plan, record
+
+
 def run(params, robustness_tables: Path, figures: Path, tables: Path) -> str:
     tic = time.perf_counter()
     plan = plan_params(params)
@@ -55,6 +71,7 @@ def run(params, robustness_tables: Path, figures: Path, tables: Path) -> str:
         with atomic_dir(figures):
             pass
         return f"plan: none declared (analysis.plan), so no verdicts; {tables} left empty"
+    plan, record = registered(params, plan)
     sources = per_run_tables(robustness_tables)
     pilot = per_run_tables(Path(plan.pilot)) if plan.pilot else None
     tests = judge_tests(sources, plan, pilot)
@@ -63,7 +80,7 @@ def run(params, robustness_tables: Path, figures: Path, tables: Path) -> str:
     family = int(tests["p"].notna().sum())
     written = "before" if plan.declared == "before_runs" else "after"
     with atomic_dir(tables) as tmp:
-        write_table(declared_table(plan), tmp / DECLARED,
+        write_table(declared_table(plan, record), tmp / DECLARED,
                     f"The analysis plan as declared (written {written} the runs it judges): each claim's "
                     "comparison, condition, matched control, direction and smallest effect of interest (points).", 2)
         write_table(tests, tmp / TESTS, paper=compact_tests(tests), caption=(
@@ -84,5 +101,7 @@ def run(params, robustness_tables: Path, figures: Path, tables: Path) -> str:
         if tests["mean"].notna().any():
             save_figure(plan_figure(tests), tmp / FIGURE, tests)
     supported = int((claims["verdict"] == "supported").sum())
-    return (f"plan: {len(claims)} claims, {family} tests in one Holm family, {supported} supported, in "
-            f"{time.perf_counter() - tic:.1f}s -> {figures}, {tables}")
+    primary = int((tests["family"] == "primary").sum())
+    note = f"; {record.status}: {record.message}" if record is not None else ""
+    return (f"plan: {len(claims)} claims, {primary} primary and {family - primary} secondary tests, {supported} "
+            f"supported{note}, in {time.perf_counter() - tic:.1f}s -> {figures}, {tables}")

@@ -99,8 +99,15 @@ def headline_sentences(values: pd.DataFrame, min_seeds: int = MIN_SEEDS) -> list
     return out
 
 
-def headline_contrast_sentences(contrasts: pd.DataFrame) -> list[str]:
-    """Per comparison and headline condition: the contrast at every fraction and its trend with data."""
+def headline_contrast_sentences(contrasts: pd.DataFrame, planned: pd.DataFrame | None = None) -> list[str]:
+    """Per comparison and headline condition: the contrast at every fraction and its trend with data. A contrast
+    the analysis plan also tests (``planned``: its tests table) is named as exploratory beside the plan's number:
+    one contrast, one number of record per report."""
+    of_record = set()
+    # tables of a plan with primary and secondary families only: a committed report written before keeps its words
+    if planned is not None and not planned.empty and "family" in planned:
+        contrast = planned[planned["test"] == "contrast"]
+        of_record = {(c, cond) for c, cond in zip(contrast["comparison"], contrast["condition"])}
     out = []
     for (comparison, _, condition), g in contrasts.groupby(["comparison", "order", "condition"], sort=True):
         a, b = comparison.split(" - ")
@@ -119,7 +126,11 @@ def headline_contrast_sentences(contrasts: pd.DataFrame) -> list[str]:
                 change = f"the contrast changes by {value} ({ci}, {used})"
             else:
                 change = f"no detectable trend with data ({value}, {ci}, {used})"
-        out.append(f"{wording.minus(comparison)}, {condition}: {parts}; {change}.")
+        first = g.iloc[0]
+        planned_here = (comparison, robustness.condition_label(first["probe"], first["variant"], first["level"]))
+        record = (" Exploratory: the number of record for this contrast is the analysis plan's, on its own test "
+                  "images and fractions." if planned_here in of_record else "")
+        out.append(f"{wording.minus(comparison)}, {condition}: {parts}; {change}.{record}")
     return out
 
 
@@ -260,15 +271,17 @@ def _trained(table: pd.DataFrame) -> pd.DataFrame:
     return table[~table[column].map(lambda name: is_variant(str(name).split(" - ")[0]))]
 
 
-def robustness_findings(tables: dict[str, pd.DataFrame], min_seeds: int = MIN_SEEDS) -> list[str]:
+def robustness_findings(tables: dict[str, pd.DataFrame], min_seeds: int = MIN_SEEDS,
+                        planned: pd.DataFrame | None = None) -> list[str]:
     """The bullets of "Where the ViT wins", from the stage's tables (:func:`read_robustness`): the model comparisons,
-    then what uniform attention costs where the stage scored it."""
+    then what uniform attention costs where the stage scored it; a contrast the plan tests (``planned``, the plan's
+    tests table) is marked exploratory beside the plan's."""
     model_tables = {name: _trained(table) if ("model" in table or "comparison" in table) else table
                     for name, table in tables.items()}
     accuracy = model_tables[robustness.CONTRASTS_ACCURACY]
     out = [setup_sentence(model_tables[robustness.PROBE_SET], accuracy)]
     out += headline_sentences(model_tables[robustness.HEADLINE], min_seeds)
-    out += headline_contrast_sentences(model_tables[robustness.HEADLINE_CONTRASTS])
+    out += headline_contrast_sentences(model_tables[robustness.HEADLINE_CONTRASTS], planned)
     out += win_sentences(accuracy, "top-1")
     out += win_sentences(model_tables[robustness.CONTRASTS_RETAINED], "retained accuracy (probe / clean)")
     out += flip_sentences(model_tables[robustness.WINNER_FLIPS])
@@ -325,6 +338,7 @@ _CAPTIONS = (
     (robustness.CONTRASTS_FIGURE, "Top-1 differences from the reference CNN at the headline conditions against "
                                   "training images; bars: Holm-adjusted intervals, filled where they exclude 0."))
 _NEEDS = tuple((robustness.FOLDER, name) for name in TABLES)
-FINDINGS = Part(lambda sources: robustness_findings(read_robustness(sources.tables / robustness.FOLDER)),
+FINDINGS = Part(lambda sources: robustness_findings(read_robustness(sources.tables / robustness.FOLDER),
+                                                  planned=sources.table_if_written("plan", "tests")),
                 needs=_NEEDS)
 SECTION = Part(_section, needs=_NEEDS)

@@ -147,4 +147,5 @@ def scope_words(label: str, control: str) -> str:
         BOTH: f"also with {control} (the interaction does not exclude 0)",
         OPPOSITE: f"larger with {control} than on its condition",
         UNSEPARATED: f"not shown to differ from {control} (the interaction's interval includes 0)",
+        NOT_TESTED: f"not tested against {control}: the secondary family stays closed",
     }.get(label, f"{control}: not measured")

@@ -44,20 +44,21 @@ def test_the_section_is_optional_and_the_presets_set_it():
     assert (check.fractions, check.factor, check.tolerance) == ((0.5,), 2.0, 0.01)
     from study.core.config import load_params
 
+    # the confirmatory study checks no fraction (its header: for time), the pilot its largest
     default = load_params(ROOT / "params.yaml").budget_check
-    assert (default.fractions, default.factor, default.tolerance) == ((0.04,), 2.0, 0.01)
+    assert (default.fractions, default.factor, default.tolerance) == ((), 2.0, 0.01)
 
 
 def test_every_study_preset_checks_its_largest_fraction():
     """dvc.yaml's train_2x and distill_2x read budget_check.fractions, and DVC cannot default a missing key: a
     preset without the section would not parse. Every preset checks its largest fraction (the GPU presets and the
     quick one their smallest too; the CPU studies cannot afford it in their time); the smoke preset checks its
-    smaller fraction only, at that fraction's cost; the ladder checks none, and the whole-range GPU preset 20% only
-    (their headers say why)."""
+    smaller fraction only, at that fraction's cost; the ladder and the confirmatory study check none, and the
+    whole-range GPU preset 20% only (their headers say why)."""
     from tests.conftest import load_study, study_files
 
     checked = {name: load_study(name).budget_check.fractions for name in study_files()}
-    assert checked == {"params.yaml": (0.04,), "quick.yaml": (0.01, 1.0), "distillation.yaml": (0.02,),
+    assert checked == {"params.yaml": (), "pilot.yaml": (0.04,), "quick.yaml": (0.01, 1.0), "distillation.yaml": (0.02,),
                        "distillation_soft.yaml": (0.02,),
                        "priors.yaml": (0.02,), "priors_10pct.yaml": (0.005,), "small_data.yaml": (0.005,),
                        "fashionmnist_gpu.yaml": (0.01, 1.0), "cifar10_gpu.yaml": (0.01, 1.0),
@@ -68,12 +69,12 @@ def test_every_study_preset_checks_its_largest_fraction():
     assert extra == {name: () for name in checked} | {"check_4pct.yaml": (3, 4, 5, 6, 7, 8, 9)}
 
 
-def test_the_4pct_check_preset_is_the_default_study_at_its_largest_fraction():
-    """configs/check_4pct.yaml reruns the default's budget check with 10 seeds: its runs at 4% must be the default's
-    (same data, models, budget and training settings), or the check would not be about the default's runs."""
+def test_the_4pct_check_preset_is_the_pilot_at_its_largest_fraction():
+    """configs/check_4pct.yaml reruns the pilot's budget check with 10 seeds: its runs at 4% must be the pilot's
+    (same data, models, budget and training settings), or the check would not be about the pilot's runs."""
     from tests.conftest import load_study
 
-    default, check = load_study("params.yaml"), load_study("check_4pct.yaml")
+    default, check = load_study("pilot.yaml"), load_study("check_4pct.yaml")
     assert check.fractions == (max(default.fractions),) and check.seeds == default.seeds
     assert check.check_seeds == tuple(range(10))
     for field in ("data", "baselines", "models", "budget", "distill", "train"):
@@ -515,12 +516,12 @@ def test_the_committed_4pct_check_follows_from_its_run_pairs_and_shares_the_defa
                                                              "deit": "undetermined"}
     # the projection quoted in docs/gpu/README.md: seeds that would show the ViTs converged if the 10 held
     assert again.set_index("model")["seeds_to_converge"].to_dict() == {"resnet": 5.0, "vit": 28.0, "deit": 19.0}
-    default = pd.read_csv(ROOT / "reports" / "tables" / "budget_check" / "runs.csv")
+    default = pd.read_csv(ROOT / "reports" / "pilot" / "tables" / "budget_check" / "runs.csv")
     keys = ["model", "seed", "steps_1x", "steps_2x"]
     shared = pairs[pairs["seed"].isin(default["seed"])][keys].sort_values(["model", "seed"], ignore_index=True)
     assert shared.equals(default[keys].sort_values(["model", "seed"], ignore_index=True))
     check_lock = yaml.safe_load((ROOT / "reports" / "check_4pct" / "dvc_lock.yaml").read_text())["stages"]
-    default_lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    default_lock = yaml.safe_load((ROOT / "reports" / "pilot" / "dvc_lock.yaml").read_text())["stages"]
 
     def inputs(stage: dict) -> tuple:
         """What a training stage's result follows from, apart from code and CPU: its data files and parameters."""
@@ -534,12 +535,12 @@ def test_the_committed_4pct_check_follows_from_its_run_pairs_and_shares_the_defa
 
 
 def test_a_table_before_the_one_sided_rule_is_judged_again():
-    """The committed default study's table (3 seeds at 4%) predates column not_budget_bound: the report judges it
+    """The pilot's committed table (3 seeds at 4%) predates column not_budget_bound: the report judges it
     again from its own adjusted intervals. Its DeiT's interval (−1.8 to +0.7 points) reaches below −1 point but not
     above +1: not budget-bound; the ResNet and ViT intervals reach above +1 point: undetermined."""
     from study.budget_check.report import budget_check_sentences
 
-    cells = pd.read_csv(ROOT / "reports" / "tables" / "budget_check" / "budget_check.csv")
+    cells = pd.read_csv(ROOT / "reports" / "pilot" / "tables" / "budget_check" / "budget_check.csv")
     again = B.rejudged(cells).set_index("model")
     assert again["verdict"].to_dict() == {"resnet": "undetermined", "vit": "undetermined",
                                           "deit": "not budget-bound"}

@@ -458,7 +458,19 @@ def test_gap_to_ceiling_is_paired_by_seed_and_holm_adjusted():
     assert bool(summary.loc[0.1, "gap_significant"]) and not bool(summary.loc[0.5, "gap_significant"])
     assert summary.loc[0.1, "gap_ci_low"] > 0.08  # unpaired, the ceiling's 0.5-0.9 spread would swamp it
     assert summary.loc[0.1, "gap_confidence"] > 0.95  # Holm: two fractions tested as one family
-    assert summary.loc[0.1, "ceiling_mean"] == pytest.approx(0.7) and summary.loc[0.1, "ceiling_pairs"] == 3
+    # the noise level from disjoint seed pairs only: of the cyclic pairs 0-1, 1-2, 2-0, only 0-1 (seed 0's value)
+    assert summary.loc[0.1, "ceiling_mean"] == pytest.approx(0.5) and summary.loc[0.1, "ceiling_pairs"] == 1
+    assert np.isnan(summary.loc[0.1, "ceiling_ci_low"])
+
+
+def test_noise_and_chance_levels_come_from_disjoint_seed_pairs():
+    """Six seeds paired cyclically (0-1, 1-2, ..., 5-0) reuse every seed twice; the level takes 0-1, 2-3 and 4-5."""
+    seeds = list(range(6))
+    reference = S.reference_seeds(seeds)
+    ceiling = _layers_frame({("m", 1.0, s, reference[s]): 0.5 + 0.1 * s for s in seeds}).drop(columns="fraction")
+    to_full = _layers_frame({("m", 0.1, s, reference[s]): 0.3 for s in seeds})
+    row = S.to_full_summary(to_full, ceiling, 0.95).iloc[0]
+    assert row["ceiling_pairs"] == 3 and row["ceiling_mean"] == pytest.approx(np.mean([0.5, 0.7, 0.9]))
 
 
 def test_two_seeds_give_one_ceiling_pair_and_no_ceiling_interval():

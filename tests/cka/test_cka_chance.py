@@ -160,15 +160,16 @@ def test_past_embedding_mean_drops_the_first_layer_and_averages_the_rest_over_it
 
 
 def test_summary_depth_mean_excludes_the_embedding_and_reports_the_chance_level():
-    seeds = [0, 1, 2]
+    seeds = [0, 1, 2, 3, 4, 5]
     ref = S.reference_seeds(seeds)
     to_full = layers_frame({("m", 0.1, s, ref[s]): 0.5 for s in seeds})
     ceiling = layers_frame({("m", 1.0, s, ref[s]): 0.8 for s in seeds}).drop(columns="fraction")
-    chance = layers_frame({("m", 0.0, s, ref[s]): c for s, c in zip(seeds, (0.3, 0.4, 0.5))}).drop(columns="fraction")
+    chance = layers_frame({("m", 0.0, s, ref[s]): c for s, c in zip(seeds, (0.3, 9, 0.4, 9, 0.5, 9))}
+                          ).drop(columns="fraction")  # the 9s: seeds 1, 3, 5 against their cyclic reference, left out
     row = S.to_full_summary(to_full, ceiling, 0.95, chance).iloc[0]
     assert row["mean_cka"] == pytest.approx(0.5) and row["ceiling_mean"] == pytest.approx(0.8)  # 0.99 left out
     assert row["embedding_layer"] == "l0" and row["averaged_layers"] == "l1, l2"
-    assert row["chance_mean"] == pytest.approx(0.4) and row["chance_pairs"] == 3
+    assert row["chance_mean"] == pytest.approx(0.4) and row["chance_pairs"] == 3  # disjoint pairs 0-1, 2-3, 4-5
     assert row["chance_ci_low"] < 0.4 < row["chance_ci_high"]
     no_chance = S.to_full_summary(to_full, ceiling, 0.95).iloc[0]
     assert np.isnan(no_chance["chance_mean"]) and no_chance["chance_pairs"] == 0
@@ -274,9 +275,9 @@ def test_many_pairs_wrap_onto_rows_of_at_most_four_panels():
 
 
 def test_every_cka_sentence_gives_its_noise_and_chance_level():
-    seeds = [0, 1, 2]
+    seeds = [0, 1, 2, 3, 4, 5]
     ref = S.reference_seeds(seeds)
-    to_full = layers_frame({("vit", 0.1, s, ref[s]): 0.6 + 0.01 * s for s in seeds})
+    to_full = layers_frame({("vit", 0.1, s, ref[s]): 0.61 + 0.001 * s for s in seeds})
     ceiling = layers_frame({("vit", 1.0, s, ref[s]): 0.9 + 0.01 * s for s in seeds}).drop(columns="fraction")
     chance = layers_frame({("vit", 0.0, s, ref[s]): 0.34 + 0.01 * s for s in seeds}).drop(columns="fraction")
     summary = S.to_full_summary(to_full, ceiling, 0.95, chance)
@@ -284,8 +285,9 @@ def test_every_cka_sentence_gives_its_noise_and_chance_level():
                             "ci_high": 0.6, "confidence": 0.95, "depth_from": 0.4, "depth_min": 0.5, "depth_max": 0.6,
                             "ceiling_a": 0.92, "ceiling_b": 0.9, "chance_mean": 0.33}])
     first, second = cka_findings(summary, across)
-    assert re.search(r"is 0\.61 \(95% CI [\d.]+ to [\d.]+\) vs 0\.91 \(CI 0\.8\d to 0\.9\d\) between seeds and "
-                     r"0\.35 \(CI 0\.3\d to 0\.3\d\) at initialisation", first)
-    assert "after the input embedding (l0, left out)" in first and "below the cross-seed ceiling by 0.30" in first
+    # the levels over the disjoint pairs 0-1, 2-3, 4-5: ceiling 0.92, chance 0.36; the gap paired over all 6 seeds
+    assert re.search(r"is 0\.61 \(95% CI [\d.]+ to [\d.]+\) vs 0\.92 \(CI 0\.\d\d to 0\.9\d\) between seeds and "
+                     r"0\.36 \(CI 0\.\d\d to 0\.\d\d\) at initialisation", first)
+    assert "after the input embedding (l0, left out)" in first and "below the cross-seed ceiling by 0.31" in first
     assert "vs 0.92 (resnet) and 0.90 (vit) between seeds and 0.33 at initialisation" in second
     assert "relative depth 0.40–1 (past both input embeddings)" in second

@@ -33,10 +33,10 @@ def with_change(path: str, value):
 
 # The study's presets; configs/pretrained.yaml parameterises the pretrained analysis (its own schema and tests).
 STUDY_PRESETS = study_files()[1:]
-# Studies that stop below full data (their analyses compare with the largest fraction): the default study, the
+# Studies that stop below full data (their analyses compare with the largest fraction): the default study, the pilot, the
 # distillation, priors, small-data, controls and ladder presets, where 30 (60) epochs of full data do not fit the CPU's time
 # budget.
-BELOW_FULL_DATA = {"params.yaml", "distillation.yaml", "distillation_soft.yaml", "priors.yaml", "priors_10pct.yaml",
+BELOW_FULL_DATA = {"params.yaml", "pilot.yaml", "distillation.yaml", "distillation_soft.yaml", "priors.yaml", "priors_10pct.yaml",
                    "small_data.yaml", "check_4pct.yaml", "controls.yaml", "ladder.yaml"}
 # Studies without a distilled student: the priors', the controls' and the ladder's arms are deltas of the ViT or of the recipes.
 NO_STUDENT = ("priors", "controls", "ladder")

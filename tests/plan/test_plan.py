@@ -1,5 +1,7 @@
 """The plan's statistics, verdicts, figure and report rows on a synthetic per-run table whose effects are known:
-one Holm family across every test, one value per seed, the interaction behind "only on its condition"."""
+a primary family (each primary claim's own test) and a gatekept secondary one, Holm deciding beside
+Bonferroni-simultaneous intervals, one value per seed, the interaction behind "only on its condition", the pilot's
+power, and a value fixed by construction stated as a fact."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ CLAIMS = [
      "control_means": "the shuffle offset by half a cell"},
     {"name": "shift", "claim": "The ViT keeps more under a one-patch shift", "arm": "vit", "against": "resnet",
      "condition": ["translation", "x", 4], "direction": 1, "control": ["translation", "x", 8],
-     "control_means": "an 8-px shift"},
+     "control_means": "an 8-px shift", "role": "secondary"},
     {"name": "absent", "claim": "A condition never scored", "arm": "vit", "against": "resnet",
      "condition": ["occlusion", "aligned", 0.5], "direction": 1},
 ]
@@ -70,18 +72,34 @@ def judged():
     return plan, tests, claims_table(tests, plan)
 
 
-def test_one_family_of_every_measured_test_each_one_value_per_seed(judged):
+def test_a_primary_and_a_secondary_family_each_one_value_per_seed(judged):
     plan, tests, _ = judged
     measured = tests[tests["p"].notna()]
     assert list(tests.groupby("claim", sort=False)["test"].apply(list)) == [
         [CONTRAST], [CONTRAST, CONTROL, INTERACTION], [CONTRAST, CONTROL, INTERACTION], [CONTRAST]]
-    assert len(measured) == 7 and (measured["df"] == measured["seeds"] - 1).all()
-    # Holm across the 7: the smallest p is tested at α/7, and no adjusted interval is narrower than the raw one
-    assert measured["adj_confidence"].max() == pytest.approx(1 - 0.05 / 7)
+    assert (measured["df"] == measured["seeds"] - 1).all()
+    by = tests.set_index(["claim", "test"])["family"]
+    # a primary claim's own test is primary (the interaction where it has a control), its other tests secondary
+    assert by[("clean", CONTRAST)] == by[("shuffle", INTERACTION)] == by[("absent", CONTRAST)] == "primary"
+    assert by[("shuffle", CONTRAST)] == by[("shuffle", CONTROL)] == by[("shift", INTERACTION)] == "secondary"
+    # the intervals shown are simultaneous: Bonferroni at each family's size, one level for all its members
+    primary, secondary = (measured[measured["family"] == f] for f in ("primary", "secondary"))
+    assert len(primary) == 2 and len(secondary) == 5
+    assert np.allclose(primary["adj_confidence"], 1 - 0.05 / 2)
+    assert np.allclose(secondary["adj_confidence"], 1 - 0.05 / 5)
     assert ((measured["adj_high"] - measured["adj_low"]) >= (measured["ci_high"] - measured["ci_low"])).all()
     absent = tests[tests["claim"] == "absent"].iloc[0]
     assert absent["verdict"] == V.UNDEFINED and math.isnan(absent["mean"]) and absent["images"] == 0
     assert set(measured["images"]) == {10000}
+
+
+def test_holm_decides_and_the_intervals_are_no_longer_holms_step_levels(judged):
+    """The old table gave each test Holm's step-down level (α/K, α/(K-1), ...), so the intervals shown did not hold
+    together; now every member of a family has α/size, and Holm's adjusted p-value decides."""
+    _, tests, _ = judged
+    primary = tests[(tests["family"] == "primary") & tests["p"].notna()]
+    assert primary["adj_confidence"].nunique() == 1
+    assert (primary["p_holm"] >= primary["p"]).all() and (primary["p_holm"] < 0.05).all()
 
 
 def test_verdicts_and_the_scope_of_controlled_claims(judged):
@@ -99,8 +117,9 @@ def test_verdicts_and_the_scope_of_controlled_claims(judged):
 
 def test_an_effect_significant_on_the_grid_only_is_not_called_grid_only_without_the_interaction():
     """The ViT leads by 20 points on its shuffle with little noise, but the offset shuffle is so noisy that the
-    interaction's interval includes 0: the contrast is supported and "only on the grid" is not (absence of
-    evidence off the grid is not evidence of absence)."""
+    interaction's interval includes 0: the claim (decided by its interaction) is not supported and "only on the
+    grid" is not said (absence of evidence off the grid is not evidence of absence); the primary not rejected, the
+    secondary family stays closed."""
     plan = plan_params(seeds=4)
     table = per_run(seeds=4)
     rng = np.random.default_rng(5)
@@ -108,19 +127,65 @@ def test_an_effect_significant_on_the_grid_only_is_not_called_grid_only_without_
     table.loc[offset, "top1"] += rng.normal(0, 0.25, offset.sum())
     tests = judge_tests([table], plan)
     by = claims_table(tests, plan).set_index("claim")
-    assert by.loc["shuffle", "verdict"] == V.SUPPORTED
+    assert by.loc["shuffle", "decided_by"] == INTERACTION and by.loc["shuffle", "verdict"] == V.INCONCLUSIVE
     assert by.loc["shuffle", "interaction_adj_low"] < 0 < by.loc["shuffle", "interaction_adj_high"]
-    assert by.loc["shuffle", "scope"] == V.UNSEPARATED and "not shown to differ" in by.loc["shuffle", "scope_words"]
+    assert by.loc["shuffle", "scope"] == V.NOT_TESTED and by.loc["shift", "verdict"] == V.NOT_TESTED
+    assert set(tests.loc[tests["family"] == "secondary", "verdict"]) == {V.NOT_TESTED}
 
 
 def test_power_comes_from_the_seed_level_sd(judged):
     from study.stats.power import paired_power
 
-    _, tests, _ = judged
+    plan, tests, _ = judged
     row = tests[(tests["claim"] == "clean")].iloc[0]
-    family = int(tests["p"].notna().sum())
-    assert row["power"] == pytest.approx(paired_power(int(row["seeds"]), 2.0, row["seed_sd"], 0.05, family))
+    # no pilot: the power at the plan's seeds by the SD these runs found, at the primary family's α / 2
+    assert row["power"] == pytest.approx(paired_power(plan.seeds, 2.0, row["seed_sd"], 0.05, 2))
+    assert row["observed_power"] == pytest.approx(row["power"])
     assert row["seed_sd"] > 0.5  # the simulated seed effect (1 point) is in the seed-level SD
+
+
+def test_power_is_prospective_from_the_pilot_at_the_same_fractions():
+    from study.stats.power import paired_power, seeds_for_power
+
+    plan = plan_params()
+    pilot = per_run(seeds=3, seed_sd=0.03)  # a noisier pilot, other seeds
+    tests = judge_tests([per_run()], plan, [pilot])
+    row = tests[tests["claim"] == "clean"].iloc[0]
+    sd = pilot[pilot["variant"] == "clean"].pivot_table(index="seed", columns="model", values="top1")
+    sd = (100 * (sd["vit"] - sd["resnet"])).groupby(level=0).mean().std()
+    assert row["pilot_seeds"] == 3 and row["pilot_sd"] == pytest.approx(sd)
+    assert row["power"] == pytest.approx(paired_power(plan.seeds, 2.0, sd, 0.05, 2))
+    assert row["seeds_needed"] == seeds_for_power(2.0, sd, 0.8, 0.05, 2)
+    assert row["observed_power"] != pytest.approx(row["power"])
+
+
+def test_a_claim_is_tested_at_its_declared_fractions_only():
+    import dataclasses
+
+    plan = plan_params()
+    at = dataclasses.replace(plan, claims=(dataclasses.replace(plan.claims[0], fractions=(0.02,)),))
+    row = judge_tests([per_run()], at).iloc[0]
+    assert row["fractions"] == 1 and row["fractions_declared"] == "0.02"
+
+
+def test_a_value_fixed_by_construction_is_a_fact_outside_every_family():
+    """Both models score the same under a probe in every seed (as a model exactly invariant to it would): the test
+    is a fact, not a member of the family, and does not shrink the others' intervals."""
+    import dataclasses
+
+    plan = plan_params()
+    table = per_run()
+    same = table["variant"] == "offset"
+    table.loc[same & (table["model"] == "vit"), "top1"] = table.loc[same & (table["model"] == "resnet"), "top1"].to_numpy()
+    fixed = dataclasses.replace(plan.claims[1], name="fixed", condition=("rearrangement", "offset", 7.0),
+                                control=None, role="primary")
+    with_fact = dataclasses.replace(plan, claims=plan.claims[:2] + (fixed,))
+    tests = judge_tests([table], with_fact)
+    row = tests[tests["claim"] == "fixed"].iloc[0]
+    assert row["family"] == "fact" and row["verdict"] == V.FACT and math.isnan(row["p_holm"])
+    assert row["mean"] == 0 and row["seed_sd"] == 0
+    primary = tests[(tests["family"] == "primary") & tests["p"].notna()]
+    assert len(primary) == 2 and np.allclose(primary["adj_confidence"], 1 - 0.05 / 2)
 
 
 def test_the_plan_fractions_declared_table_and_figure(judged):
@@ -129,6 +194,7 @@ def test_the_plan_fractions_declared_table_and_figure(judged):
     assert set(per_fraction["fraction"]) == set(FRACTIONS) and (per_fraction["seeds"] == 6).all()
     declared = declared_table(plan)
     assert list(declared["claim"]) == ["clean", "shuffle", "shift", "absent"]
+    assert list(declared["role"]) == ["primary", "primary", "secondary", "primary"]
     assert declared.set_index("claim").loc["clean", "smallest_effect"] == pytest.approx(2.0)
     assert declared.set_index("claim").loc["shuffle", "control"] == "7x7 shuffle (offset)"
     fig = plan_figure(tests)
@@ -171,8 +237,9 @@ def test_the_tex_tables_are_the_columns_a_paper_cites(judged, tmp_path):
     shown = compact_tests(tests)
     clean = shown.iloc[0]
     row = tests.iloc[0]
-    assert clean["Holm-adjusted CI"] == (f"{row['adj_low']:+.1f} to {row['adj_high']:+.1f} "
-                                         f"({100 * row['adj_confidence']:.2f}%)")
+    assert clean["simultaneous CI"] == (f"{row['adj_low']:+.1f} to {row['adj_high']:+.1f} "
+                                        f"({100 * row['adj_confidence']:.2f}%)")
+    assert clean["family"] == "primary" and clean["Holm p"] == f"{row['p_holm']:.4f}"
     assert shown.loc[tests["claim"] == "absent", "mean"].item() == "–"
     write_table(claims, tmp_path / "claims", "claims", paper=compact_claims(claims))
     tex, csv = (tmp_path / "claims.tex").read_text(), pd.read_csv(tmp_path / "claims.csv")

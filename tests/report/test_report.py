@@ -41,8 +41,12 @@ def test_each_preset_report_has_a_title_naming_its_study():
 
     titles = {name: report_title(setup_facts(load_study(name))) for name in study_files()}
     assert len(set(titles.values())) == len(titles), titles
-    assert titles["params.yaml"] == ("When does a Vision Transformer beat a CNN? Fashion-MNIST, 0.25%–4% of the "
-                                     "training set, 30 epochs of each fraction's data, at least 300 steps")
+    assert titles["pilot.yaml"] == ("When does a Vision Transformer beat a CNN? Fashion-MNIST, 0.25%–4% of the "
+                                    "training set, 30 epochs of each fraction's data, at least 300 steps")
+    # the confirmatory study differs from the pilot in its fractions and its soft distillation, and says so
+    assert titles["params.yaml"] == ("When does a Vision Transformer beat a CNN? Fashion-MNIST, 0.5%–4% of the "
+                                     "training set, 30 epochs of each fraction's data, at least 300 steps, soft "
+                                     "distillation (τ = 3, λ = 0.1)")
     assert titles["quick.yaml"].endswith("Fashion-MNIST, 1%–100% of the training set, 2 epochs of each fraction's "
                                          "data, at least 150 steps")
     # The two distillation presets differ only in the kind of distillation, and their titles say so.
@@ -54,9 +58,12 @@ def test_the_report_prints_how_its_study_was_designed_from_its_parameters_files_
 
     assert header_comment("# The study\n# - why: x\n#\ndata:\n  a: 1  # not this\n# nor this\n") == "The study\n- why: x"
     assert header_comment("data: {}\n") == ""
-    # The default study's header says which criterion chose the augmentation, since it was not validation top-1.
+    # The pilot's header says which criterion chose the augmentation, since it was not validation top-1; the
+    # confirmatory study's says where its seeds, fractions and plan came from.
     assert "no augmentation, chosen for CONVERGENCE, not for validation top-1" in header_comment(
-        (ROOT / "params.yaml").read_text()).replace("\n", " ")
+        (ROOT / "configs" / "pilot.yaml").read_text()).replace("\n", " ")
+    confirmatory = header_comment((ROOT / "params.yaml").read_text()).replace("\n", " ")
+    assert "The confirmatory study" in confirmatory and "seeds 100-105 draw fresh subsets" in confirmatory
 
 
 def test_set_fractions_print_exactly_and_never_as_zero():

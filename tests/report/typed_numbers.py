@@ -41,13 +41,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MINUS = "\N{MINUS SIGN}"
 
-# The default study: 3 seeds, 140-2,280 images, its plan's verdicts.
-DEFAULT_CLAIMS = "reports/tables/plan/claims.csv"
-DEFAULT_TESTS = "reports/tables/plan/tests.csv"
-DEFAULT_BUDGET = "reports/tables/budget_check/budget_check.csv"
-DEFAULT_CONTROLS = "reports/tables/controls/control_contrasts.csv"
-DEFAULT_TEACHER = "reports/tables/distillation/teacher_views.csv"
-DEFAULT_GAP_TRENDS = "reports/tables/curves/gap_trends.csv"
+# The pilot (the study's first default, configs/pilot.yaml): 3 seeds, 140-2,280 images, its post hoc plan.
+DEFAULT_CLAIMS = "reports/pilot/tables/plan/claims.csv"
+DEFAULT_TESTS = "reports/pilot/tables/plan/tests.csv"
+DEFAULT_BUDGET = "reports/pilot/tables/budget_check/budget_check.csv"
+DEFAULT_CONTROLS = "reports/pilot/tables/controls/control_contrasts.csv"
+DEFAULT_TEACHER = "reports/pilot/tables/distillation/teacher_views.csv"
+DEFAULT_GAP_TRENDS = "reports/pilot/tables/curves/gap_trends.csv"
+# The confirmatory study (params.yaml): 6 fresh seeds at 290 and 2,280 images, its plan committed before its runs.
+CONFIRM_CLAIMS = "reports/tables/plan/claims.csv"
+CONFIRM_TESTS = "reports/tables/plan/tests.csv"
+CONFIRM_DECLARED = "reports/tables/plan/plan.csv"
+CONFIRM_GAPS = "reports/tables/curves/gaps.csv"
+CONFIRM_RUNS = "reports/tables/curves/runs.csv"
 # small_data: 8 seeds at 140 and 290 images.
 SMALL_CLAIMS = "reports/small_data/tables/plan/claims.csv"
 SMALL_BUDGET = "reports/small_data/tables/budget_check/budget_check.csv"

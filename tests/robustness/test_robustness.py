@@ -120,7 +120,7 @@ DEFAULT = load_study("params.yaml")  # the default study, as parsed
      "variant"),
 ])
 def test_a_claim_the_stage_does_not_score_gives_a_one_line_error(change, expected):
-    raw = change(study_raw("params.yaml"))
+    raw = change(study_raw("pilot.yaml"))  # the pilot's 7 claims, which the cases index
     with pytest.raises(StudyError) as err:
         validated(raw, source="params.yaml")
     message = str(err.value)
@@ -128,14 +128,14 @@ def test_a_claim_the_stage_does_not_score_gives_a_one_line_error(change, expecte
 
 
 def test_the_plan_scores_its_claims_conditions_for_the_models_the_study_trains():
-    models, uniform, keys = plan_scoring(DEFAULT)
+    models, uniform, keys = plan_scoring(load_study("pilot.yaml"))  # the pilot's plan: 7 claims of vit - resnet
     assert models == ("vit", "resnet") and uniform == ()
     # clean, the 7x7 shuffle and its offset, occlusion at 50/75/90% aligned and offset, 4 and 8 px along x and y
     assert len(keys) == 13 and keys[0] == ("clean", "clean", 0.0)
     assert ("rearrangement", "offset", 7.0) in keys and ("translation", "y", 8.0) in keys
     # A claim whose model is defined but not trained is skipped (as analysis.controls.pairs), even with a
     # condition the stage does not score; one naming a variant adds that variant for its model's runs only.
-    raw = study_raw("params.yaml")
+    raw = study_raw("pilot.yaml")
     raw["models"]["mlp"] = {"arch": "mlp"}
     raw["analysis"]["plan"]["claims"] += [
         {"name": "mlp", "claim": "x", "arm": "mlp", "against": "vit", "condition": ["occlusion", "aligned", 0.6]},

@@ -236,7 +236,7 @@ def pure_power_law_runs(seeds: int, step_bound_fraction: float | None = None) ->
 
 
 def test_power_law_flags_a_parameter_on_its_bound_and_brackets_the_exponent():
-    fits = power_law_table(pure_power_law_runs(seeds=4), 0.95).iloc[0]
+    fits = power_law_table(pure_power_law_runs(seeds=8), 0.95, bootstrap=50).iloc[0]
     assert fits["c_on_bound"]  # no irreducible error in the data: c pinned at 0
     assert fits["b_ci_low"] < fits["b"] < fits["b_ci_high"]
     assert not fits["identified"]
@@ -246,7 +246,7 @@ def test_power_law_flags_a_parameter_on_its_bound_and_brackets_the_exponent():
 
 
 def test_a_power_law_with_an_irreducible_error_is_identified_and_quoted():
-    runs = pure_power_law_runs(seeds=4)
+    runs = pure_power_law_runs(seeds=8)
     rng = np.random.default_rng(1)
     runs["test_error"] = (2.0 * runs["train_images"] ** -0.5 + 0.05) * np.exp(rng.normal(0, 0.005, len(runs)))
     fits = power_law_table(runs, 0.95, bootstrap=50).iloc[0]
@@ -263,8 +263,19 @@ def test_a_parameter_interval_too_wide_or_missing_leaves_the_fit_unidentified():
     assert too_wide("b", float("nan"), float("nan"))
     one_seed = power_law_table(pure_power_law_runs(seeds=1), 0.95).iloc[0]  # no bootstrap over one seed
     assert not one_seed["identified"] and one_seed[["a_too_wide", "b_too_wide", "c_too_wide"]].all()
-    assert "a has no bootstrap interval; b has no bootstrap interval" in F.power_law_sentences(
-        pd.DataFrame([one_seed]))[0]
+    sentence = F.power_law_sentences(pd.DataFrame([one_seed]))[0]
+    assert "a has no bootstrap interval (1 seed: too few to resample); b has no bootstrap interval" in sentence
+
+
+def test_no_bootstrap_interval_from_fewer_than_eight_seeds():
+    """3 seeds give 10 distinct resamples, 4 give 35: the percentile "interval" of a handful of repeated fits is
+    not an interval, so below 8 seeds there is none and the fit is not quoted (it was, from 4, before)."""
+    few = power_law_table(pure_power_law_runs(seeds=4), 0.95).iloc[0]
+    assert few["bootstrap_seeds"] == 4 and np.isnan(few[["a_ci_low", "b_ci_low", "c_ci_high"]].astype(float)).all()
+    assert not few["identified"]
+    assert "too few to resample" in F.power_law_sentences(pd.DataFrame([few]))[0]
+    enough = power_law_table(pure_power_law_runs(seeds=8), 0.95, bootstrap=20).iloc[0]
+    assert enough["bootstrap_seeds"] == 8 and np.isfinite(enough["b_ci_low"])
 
 
 @pytest.mark.slow

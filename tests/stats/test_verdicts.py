@@ -60,3 +60,22 @@ def test_fewer_than_three_seeds_are_described_never_judged():
     assert V.classify(0.01, 0.09, 0.05, +1, seeds=2).label == V.TOO_FEW
     assert V.classify(0.01, 0.09, 0.05, +1, seeds=3).label == V.SUPPORTED
     assert V.words(V.Verdict(V.TOO_FEW, math.nan)) == "not inferred: fewer than 3 seeds"
+
+
+def test_an_effect_shown_but_inside_the_smallest_effect_is_its_own_verdict():
+    """The interval excludes 0 and lies inside ±smallest effect: an effect exists and is smaller than any of
+    interest. The old order checked "excludes 0" first and called it supported."""
+    from study.stats.verdicts import SMALLER, SUPPORTED, classify, words
+
+    found = classify(0.5, 1.5, 2.0, direction=1)
+    assert found.label == SMALLER and found.bound == 1.5
+    assert "smaller than the smallest effect of interest" in words(found)
+    assert classify(0.5, 2.5, 2.0, direction=1).label == SUPPORTED  # reaches beyond the margin
+    assert classify(-1.5, -0.5, 2.0, direction=0).label == SMALLER
+
+
+def test_a_step_down_rejection_with_a_simultaneous_interval_through_zero_is_still_decided_by_holm():
+    from study.stats.verdicts import INCONCLUSIVE, SUPPORTED, classify
+
+    assert classify(-0.2, 9.0, 2.0, direction=1, rejected=True).label == SUPPORTED
+    assert classify(-0.2, 9.0, 2.0, direction=1, rejected=False).label == INCONCLUSIVE
