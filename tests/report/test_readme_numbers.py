@@ -17,7 +17,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.report.typed_numbers import (CHECK_4PCT, CONTROLS, CONTROLS_CLAIMS, DEFAULT_BUDGET, DEFAULT_CLAIMS,
+from tests.report.typed_numbers import (CHECK_4PCT, CONFIRM_CLAIMS, CONFIRM_TESTS, CONTROLS, CONTROLS_CLAIMS, DEFAULT_BUDGET, DEFAULT_CLAIMS,
                                         DEFAULT_CONTROLS, DEFAULT_TEACHER, DEFAULT_TESTS, GPU_BUDGET, GPU_GAPS,
                                         LADDER_CLAIMS, LADDER_CONTROLS, LADDER_INCONCLUSIVE, LADDER_STEPS,
                                         LADDER_STEPS_TABLE, LADDER_TESTS, POSITION, SMALL_BUDGET, SMALL_CLAIMS,
@@ -25,6 +25,42 @@ from tests.report.typed_numbers import (CHECK_4PCT, CONTROLS, CONTROLS_CLAIMS, D
 
 # The confirmatory study: its plan's families, each claim's row of the findings table, the opening paragraph.
 CONFIRMATORY = [
+    number("cf: seeds", "{seeds:.0f} fresh seeds, 290 and 2,280 Fashion-MNIST images", CONFIRM_CLAIMS, claim="clean"),
+    number("cf: one line clean", "a from-scratch ViT trails a ResNet on clean images at 2,280 images ({mean} points, "
+           "{adj_low} to {adj_high}: {verdict})", CONFIRM_TESTS, claim="clean", test="contrast"),
+    number("cf: one line shuffle", "its lead under a shuffle of its own 7×7 patches is {interaction_mean} points "
+           "({interaction_adj_low} to {interaction_adj_high}) larger than under the same shuffle off its grid, where "
+           "it is {control_mean}: {verdict}, {scope} on its grid", CONFIRM_CLAIMS, claim="shuffle_7"),
+    number("cf: one line occlusion", "with 75% of its patches occluded its lead is {interaction_mean} "
+           "({interaction_adj_low} to {interaction_adj_high}) larger on its grid than off it: {verdict}, {scope} on "
+           "the grid", CONFIRM_CLAIMS, claim="occlusion_75"),
+    number("cf: families", "Its {rows} primary tests form one Holm family at α = 0.05, sized from the "
+           "[pilot](reports/pilot/report.md)'s per-seed SDs to at least {min(power):.2f} power at the smallest "
+           "effects (2 points clean, 5 under a probe); these runs' SDs came out larger (power by them "
+           "{min(observed_power):.2f} to {max(observed_power):.2f}).", CONFIRM_TESTS, family="primary"),
+    number("cf: secondary", "Its {rows} secondary tests form a second family, tested only once every primary test is "
+           "rejected.", CONFIRM_TESTS, family="secondary"),
+    number("cf: row clean", "| The ResNet beats the ViT on clean images at 2,280 images | primary | {mean} ({adj_low} to "
+           "{adj_high}) | {verdict} | {power:.2f} |", CONFIRM_TESTS, claim="clean", test="contrast"),
+    number("cf: row shuffle", "| The ViT's advantage under a shuffle of its own 7×7 patches is specific to its grid | "
+           "primary | on − off grid {interaction_mean} ({interaction_adj_low} to {interaction_adj_high}); on it "
+           "{mean} ({adj_low} to {adj_high}), off it {control_mean} ({control_adj_low} to {control_adj_high}) | "
+           "{verdict}; {scope} on its grid |", CONFIRM_CLAIMS, claim="shuffle_7"),
+    number("cf: row shuffle power", "{power:.2f} |", CONFIRM_TESTS, claim="shuffle_7", test="interaction"),
+    number("cf: row occlusion", "| … with 75% of its patches occluded | primary | on − off grid {interaction_mean} "
+           "({interaction_adj_low} to {interaction_adj_high}); on it {mean} ({adj_low} to {adj_high}), off it "
+           "{control_mean} ({control_adj_low} to {control_adj_high}) | {verdict}; {scope} on its grid than off it |",
+           CONFIRM_CLAIMS, claim="occlusion_75"),
+    number("cf: row occlusion power", "{power:.2f} |", CONFIRM_TESTS, claim="occlusion_75", test="interaction"),
+    number("cf: row shift", "| … under a 4-px shift along x, beyond an 8-px one | secondary | 4 − 8 px "
+           "{interaction_mean} ({interaction_adj_low} to {interaction_adj_high}); at 4 px {mean} ({adj_low} to "
+           "{adj_high}), at 8 px {control_mean} ({control_adj_low} to {control_adj_high}) | {verdict}; {scope} at "
+           "4 px |", CONFIRM_CLAIMS, claim="shift_x_4"),
+    number("cf: row shift power", "{power:.2f} |", CONFIRM_TESTS, claim="shift_x_4", test="interaction"),
+    number("cf: row distilled", "| Soft distillation from the ResNet changes the ViT's clean top-1 (DeiT − ViT) | "
+           "secondary | {mean} ({adj_low} to {adj_high}) | {verdict_words} |", CONFIRM_CLAIMS, claim="distilled"),
+    number("cf: row distilled power", "{power:.2f} |", CONFIRM_TESTS, claim="distilled", test="contrast"),
+    number("cf: lit clean", "{mean} points, {adj_low} to {adj_high}", CONFIRM_TESTS, claim="clean", test="contrast"),
 ]
 
 NUMBERS = [
