@@ -227,9 +227,17 @@ def test_the_opening_paragraphs_words_are_the_verdicts_behind_them():
     assert small.loc[["occlusion_50", "occlusion_75"], "scope"].eq("larger").all()
     # "the pilot's small_data preset found every model still gaining at 2x budget": each interval above 0
     assert (read_table(SMALL_BUDGET)["adj_ci_low"] > 0).all()
-    # "its own plan ... decided nothing (19 tests, one Holm family, all inconclusive)": the pilot's
+    # "its own plan ... decided no claim (19 tests, one Holm family; only the 75% occlusion interaction excluded 0)"
     pilot = read_table(DEFAULT_TESTS)
-    assert len(pilot) == 19 and pilot["verdict"].eq("inconclusive").all()
+    shown = pilot[pilot["verdict"] != "inconclusive"]
+    assert len(pilot) == 19 and list(zip(shown["claim"], shown["test"])) == [("occlusion_75", "interaction")]
+    assert read_table(DEFAULT_CLAIMS)["verdict"].eq("inconclusive").all()
+    # the confirmatory words: "supported, only on its grid", "supported, larger on the grid", the gate opened
+    confirmed = read_table(CONFIRM_CLAIMS).set_index("claim")
+    assert confirmed.loc[["clean", "shuffle_7", "occlusion_75"], "verdict"].eq("supported").all()
+    assert (confirmed.loc["shuffle_7", "scope"], confirmed.loc["occlusion_75", "scope"]) == ("only", "larger")
+    primary = read_table(CONFIRM_TESTS).query("family == 'primary'")
+    assert (primary["p_holm"] < 0.05).all() and read_table(CONFIRM_TESTS)["verdict"].ne("not tested").all()
     ladder = read_table(LADDER_CLAIMS).set_index("claim")
     # "the steps shown to move clean accuracy all change the token mixer": no other rung step's clean test supports
     steps = ladder[ladder["comparison"].isin(LADDER_STEPS) & ladder["condition"].eq("clean")]
