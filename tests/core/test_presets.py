@@ -126,7 +126,10 @@ def test_the_command_writes_a_working_copy_with_the_merged_params_and_leaves_the
     assert (copy / "params.yaml").read_text() == preset_text(ROOT, "smoke")
     assert (copy / "dvc.yaml").read_bytes() == (ROOT / "dvc.yaml").read_bytes()
     assert (copy / "study" / "presets.py").is_file() and (copy / "configs" / "smoke.yaml").is_file()
-    assert not {"reports", "runs", "data", "dvc.lock", ".venv"} & {p.name for p in copy.iterdir()}
+    assert not {"runs", "data", "dvc.lock", ".venv"} & {p.name for p in copy.iterdir()}
+    # of reports/, only the committed inputs a stage reads (the pilot's per-run tables), none of the study's outputs
+    assert sorted(p.relative_to(copy).as_posix() for p in (copy / "reports").rglob("*") if p.is_file()) == [
+        "reports/pilot/tables/robustness/plan_runs.csv"]
     assert [p.name for p in (copy / "runs_2x").iterdir()] == [".gitkeep"]  # the folder, kept by git, no run
     # a git repository of its own, everything committed, so that DVC works there
     status = subprocess.run(["git", "status", "--porcelain"], cwd=copy, capture_output=True, text=True, check=True)
@@ -169,3 +172,24 @@ def test_refusals_are_one_line_with_status_2_and_write_nothing(case, tmp_path):
         assert [p.name for p in dest.iterdir()] == ["mine.txt"]
     else:
         assert not dest.exists()
+
+
+def test_a_working_copy_takes_every_committed_file_a_stage_reads():
+    """Every dvc.yaml dep that no stage writes is in a working copy (else `dvc repro` there stops at the stage that
+    reads it, as the plan stage did without the pilot's tables)."""
+    from study.presets import project_files
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    deps = {d for s in stages.values() for d in s.get("deps", []) if "${" not in d}
+    outs = {(next(iter(o)) if isinstance(o, dict) else o).replace("${root}", var.get("root", ""))
+            for s in stages.values() for var in (s.get("vars") or [{}]) for o in s.get("outs", [])}
+    prefixes = {o.split("${")[0].rstrip("/") for o in outs}  # "runs/${item.model}/..." is known by "runs"
+
+    def written(path: str) -> bool:
+        return any(path == o or path.startswith(o + "/") or o.startswith(path + "/") for o in prefixes)
+
+    files = project_files(ROOT)
+    inputs = sorted(d for d in deps if not written(d))
+    missing = [d for d in inputs if not any(f == d or f.startswith(d.rstrip("/") + "/") for f in files)]
+    assert "reports/pilot/tables/robustness/plan_runs.csv" in inputs
+    assert missing == []
