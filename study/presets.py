@@ -31,7 +31,7 @@ NOT_PRESETS = {"pretrained": "the pretrained analysis's own parameters file; run
 _NOT_COPIED = ("reports/", "runs/", "data/")
 # Committed files under those folders that a stage reads as inputs, not outputs: the pilot's per-run tables, which
 # size the confirmatory plan's power (dvc.yaml's plan stage lists them), go with every working copy.
-_INPUTS = ("reports/pilot/tables/robustness/plan_runs.csv",)
+COMMITTED_INPUTS = ("reports/pilot/tables/robustness/plan_runs.csv",)
 
 
 def merged(base: dict, overlay: dict) -> dict:
@@ -112,13 +112,13 @@ def preset_text(root: Path, name: str) -> str:
 def project_files(root: Path) -> list[str]:
     """The files of the project at ``root`` that a working copy takes, relative to it: tracked and untracked (not
     ignored) files of its git repository, without pipeline outputs (reports/, runs/, data/) and dvc.lock, but with
-    the committed inputs among them (``_INPUTS``)."""
+    the committed inputs among them (``COMMITTED_INPUTS``)."""
     try:
         listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
                                 cwd=root, capture_output=True, check=True).stdout.decode().split("\0")
     except (OSError, subprocess.CalledProcessError):
         raise StudyError(f"{root}: not a git checkout (or no git on PATH); run from a clone of the project") from None
-    return [rel for rel in listed if rel and (rel in _INPUTS or not rel.startswith(_NOT_COPIED))
+    return [rel for rel in listed if rel and (rel in COMMITTED_INPUTS or not rel.startswith(_NOT_COPIED))
             and rel != "dvc.lock" and (root / rel).is_file()]
 
 

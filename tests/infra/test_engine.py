@@ -328,9 +328,14 @@ CLOCKED = ("metrics.json", "history.csv", "resume.pt")
 def _fresh_copy(smoke_study: Path, dest: Path) -> Path:
     """The sequential smoke study's project, code and params identical, before its first `dvc repro`."""
     project = _copy_study(smoke_study, dest)
+    from study.presets import COMMITTED_INPUTS
+
     for generated in ("dvc.lock", "runs", "data/prepared", "data/subsets", "reports", ".dvc/cache"):
         path = project / generated
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    for rel in COMMITTED_INPUTS:  # committed files under reports/ that a stage reads, not outputs
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(smoke_study / rel, project / rel)
     return project
 
 
