@@ -9,7 +9,9 @@ compare what comes back with what went in.
 from __future__ import annotations
 
 import gzip
+import os
 import pickle
+import shutil
 import signal
 import struct
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torchvision
+from filelock import FileLock
 
 FASHIONMNIST_NAMES = {  # the published file names (also torchvision's and the Debian package's)
     "train_images": "train-images-idx3-ubyte",
@@ -275,8 +278,8 @@ def dvc(*args: str, cwd: Path, check: bool = True):
     return result
 
 
-# Fixtures that train, run `dvc repro`, start Ray or install a kit: every test using one is `slow`, out of the
-# quick loop (`pytest -m "not slow"`). Measured on 2 cores: 14 to 140 s of set-up each.
+# Fixtures that train, run `dvc repro` or a stage, start Ray or kernels, or install a kit: every test using one is
+# `slow`, out of the quick loop (`pytest -m "not slow"`). Measured on 2 cores: 10 to 300 s of set-up each.
 SLOW_FIXTURES = {
     "smoke_study": "a whole `dvc repro` of the smoke preset",
     "reference": "a real training run (tests/faults/test_faults.py)",
@@ -284,31 +287,79 @@ SLOW_FIXTURES = {
     "smoke_run": "`study gpu-acceptance --smoke`, with its scratch `dvc repro` "
                  "(tests/benchmarks/test_gpu_acceptance.py)",
     "kit": "the device kit's offline install (tests/infra/test_device_kit.py)",
+    "robustness_outputs": "the robustness stage on a fabricated study (tests/robustness/test_robustness.py)",
+    "executed_on_committed_reports": "the notebooks' kernels on the committed reports (tests/report/test_notebooks.py)",
     "two_logical_gpus": "a local Ray instance (tests/infra/test_engine_gpus.py)",
 }
 
 
-def pytest_collection_modifyitems(items) -> None:
-    """Mark every test that uses one of ``SLOW_FIXTURES`` as slow, and give each test its xdist group.
+# The file whose first test builds the smoke study: it runs first, so that one worker builds the study while the
+# other runs the slow tests that need none.
+SMOKE_BUILDER = "tests/pipeline/test_pipeline.py"
 
-    The suite runs on two pytest-xdist workers (pyproject's ``addopts``: ``--dist loadgroup``), a group to a worker:
-    the tests of one file are a group, so its module fixtures are built once; every test of the shared smoke study,
-    whatever its file, is the group "smoke", so that ``dvc repro`` of the smoke preset runs once and the tests that
-    edit that project (a parameter, a module) never run at the same time as another test reading it."""
+
+def pytest_collection_modifyitems(items) -> None:
+    """Mark every test that uses one of ``SLOW_FIXTURES`` as slow, and order the files for the two pytest-xdist
+    workers, which take a file each in this order (pyproject's ``--dist loadfile``: a file's module fixtures are
+    built once): :data:`SMOKE_BUILDER`, then the files with slow tests that need no smoke study, then those reading
+    it (built by then, so no worker waits on its lock), then the quick files, which fill the end. A file keeps its
+    own order."""
+    kinds: dict[str, set[str]] = {}
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if SLOW_FIXTURES.keys() & fixtures:
             item.add_marker(pytest.mark.slow)
-        group = "smoke" if "smoke_study" in fixtures else item.path.relative_to(ROOT).as_posix()
-        item.add_marker(pytest.mark.xdist_group(group))
+        kind = "smoke" if "smoke_study" in fixtures else "slow" if item.get_closest_marker("slow") else "quick"
+        kinds.setdefault(_file(item), set()).add(kind)
+
+    def rank(item) -> int:
+        file = _file(item)
+        return 0 if file == SMOKE_BUILDER else 2 if "smoke" in kinds[file] else 1 if "slow" in kinds[file] else 3
+
+    items.sort(key=rank)  # stable: within a rank, collection order
+
+
+def _file(item) -> str:
+    return item.path.relative_to(ROOT).as_posix()
+
+
+def _session_root(tmp_path_factory) -> Path:
+    """The temporary folder of this test session that every pytest-xdist worker sees: the parent of a worker's
+    own (``pytest-N/popen-gwK``), or the session's own without workers."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 @pytest.fixture(scope="session")
 def smoke_study(tmp_path_factory) -> Path:
-    """A copy of the project with the smoke preset merged over params.yaml, after a full `dvc repro`."""
-    project = copy_project(tmp_path_factory.mktemp("smoke"), preset="smoke")
-    dvc("repro", cwd=project)
+    """A copy of the project with the smoke preset merged over params.yaml, after a full `dvc repro`: built once
+    per test session, by the first worker that needs it while the others wait on a file lock, so that the tests
+    reading it spread over both workers. Read it only: a test that edits the project or runs DVC in it takes
+    ``smoke_scratch`` or its own :func:`copy_study` (DVC locks the project it runs in)."""
+    root = _session_root(tmp_path_factory)
+    project, done = root / "smoke-study", root / "smoke-study.done"
+    with FileLock(str(root / "smoke-study.lock")):
+        if not done.exists():
+            shutil.rmtree(project, ignore_errors=True)  # a build that failed in another worker
+            copy_project(project, preset="smoke")
+            dvc("repro", cwd=project)
+            done.touch()
     return project
+
+
+def copy_study(study: Path, dest: Path) -> Path:
+    """A copy of the finished study ``study`` at ``dest``, without DVC's temporary files (its locks and state, which
+    the copy rebuilds) or bytecode (another worker's kernel may be writing some)."""
+    shutil.copytree(study, dest, symlinks=True, ignore=shutil.ignore_patterns("tmp", "__pycache__"))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def smoke_scratch(smoke_study, tmp_path_factory) -> Path:
+    """A copy of the finished smoke study that the tests of one module share one at a time (a module's tests run on
+    one worker), each restoring what it edits: for ``dvc status`` after an edit, which the shared study must not
+    see."""
+    return copy_study(smoke_study, tmp_path_factory.mktemp("scratch") / "study")
 
 
 # --- a guard for every test --------------------------------------------------------------------------

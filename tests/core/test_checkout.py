@@ -59,6 +59,7 @@ def test_outside_a_project_or_without_code_of_its_own_nothing_is_refused(tmp_pat
     check_own_code(tmp_path, package=ROOT / "study")  # a project, but no study/ package at or above it
 
 
+@pytest.mark.slow  # runs the installed `study` in a copy of the project: 15 s of process starts
 def test_the_installed_command_refuses_in_a_copy_and_runs_its_own_code_there(copy):
     """The editable install's `study`, run in a copy: every command that reads the project refuses with exit
     status 2 and the fix; --help and --version do not; with the copy's code first on PYTHONPATH (as an install of

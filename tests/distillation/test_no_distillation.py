@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import dvc
+from tests.conftest import copy_study, dvc
 from study.core.config import parse_params
 from study.core.errors import StudyError
 from study.outputs.tables import read_table
@@ -72,7 +72,7 @@ def test_the_smoke_study_without_its_student_repro_cleanly(smoke_study, tmp_path
     """The smoke study with ``distill: []`` and its student's runs removed: `dvc repro` retrains nothing, the
     analyses and the report run without a student, and `dvc status` is then clean."""
     project = tmp_path / "study"
-    shutil.copytree(smoke_study, project, symlinks=True, ignore=shutil.ignore_patterns("tmp"))
+    copy_study(smoke_study, project)
     text = (project / "params.yaml").read_text()
     (project / "params.yaml").write_text(params_text({**yaml.safe_load(text), "distill": []}, header(text)))
     for runs in ("runs", "runs_2x"):

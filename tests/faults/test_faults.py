@@ -34,7 +34,7 @@ import pytest
 import torch
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, copy_study
 from study.core.checkout import own_code_env
 from study.core.cli import main
 from study.data.prepared import read_prepared, write_prepared
@@ -568,8 +568,7 @@ def _dvc(project: Path, *args: str, env: dict[str, str] | None = None) -> subpro
 
 
 def _copy_study(smoke_study: Path, dest: Path) -> Path:
-    shutil.copytree(smoke_study, dest, symlinks=True, ignore=shutil.ignore_patterns("tmp"))
-    return dest
+    return copy_study(smoke_study, dest)
 
 
 def _assert_same_results(project: Path, reference: Path) -> None:

@@ -142,6 +142,7 @@ def test_a_failed_stage_skips_only_its_dependants_and_a_rerun_finishes(project, 
     assert _changed(project) == set()
 
 
+@pytest.mark.slow  # a SIGKILL drill of the driver: waits on processes for 15 s
 def test_a_killed_run_resumes_without_redoing_finished_stages_and_never_imports_ray(project):
     """The driver is SIGKILLed while t3 hangs: t3's command dies with it, the stages that finished stay recorded,
     and the same command then runs only what is left. Ray is never imported on the way."""

@@ -66,18 +66,18 @@ def test_distilled_runs_record_both_heads(smoke_study):
     assert metrics["distill"]["teacher"] == "resnet" and metrics["teacher_flops"] > 0
 
 
-def test_second_repro_runs_nothing_and_one_lr_change_reruns_only_that_model(smoke_study):
-    again = dvc("repro", cwd=smoke_study)
+def test_second_repro_runs_nothing_and_one_lr_change_reruns_only_that_model(smoke_scratch):
+    again = dvc("repro", cwd=smoke_scratch)
     assert "Running stage" not in again.stdout, again.stdout
-    assert "up to date" in dvc("status", cwd=smoke_study).stdout
+    assert "up to date" in dvc("status", cwd=smoke_scratch).stdout
 
-    params_path = smoke_study / "params.yaml"
+    params_path = smoke_scratch / "params.yaml"
     original = params_path.read_text()
     raw = yaml.safe_load(original)
     raw["models"]["vit"]["lr"] *= 2
     params_path.write_text(yaml.safe_dump(raw))
     try:
-        changed = {line.rstrip(":") for line in dvc("status", cwd=smoke_study).stdout.splitlines()
+        changed = {line.rstrip(":") for line in dvc("status", cwd=smoke_scratch).stdout.splitlines()
                    if line and not line.startswith((" ", "\t"))}
     finally:
         params_path.write_text(original)

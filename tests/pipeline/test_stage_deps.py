@@ -79,22 +79,22 @@ def _stale(project) -> set[str]:
     ("study/stats/intervals.py", {"curves", "distillation", "cka", "attention", "robustness", "controls", "plan",
                                   "ladder", "budget_check", "report"}),
 ])
-def test_bytecode_leaves_the_pipeline_clean_and_an_edit_stales_only_its_stages(smoke_study, module, expected):
+def test_bytecode_leaves_the_pipeline_clean_and_an_edit_stales_only_its_stages(smoke_scratch, module, expected):
     """After a full `dvc repro`: Python writing bytecode into the package changes nothing; a comment appended to a
     module makes exactly the stages that run it stale (training stays clean: it runs none of these)."""
-    assert "changed" not in dvc("status", cwd=smoke_study).stdout
-    compileall.compile_dir(str(smoke_study / "study"), quiet=1, force=True)
-    assert list((smoke_study / "study").rglob("*.pyc")), "compileall wrote no bytecode"
-    status = dvc("status", cwd=smoke_study).stdout
+    assert "changed" not in dvc("status", cwd=smoke_scratch).stdout
+    compileall.compile_dir(str(smoke_scratch / "study"), quiet=1, force=True)
+    assert list((smoke_scratch / "study").rglob("*.pyc")), "compileall wrote no bytecode"
+    status = dvc("status", cwd=smoke_scratch).stdout
     assert "changed" not in status, status
-    path = smoke_study / module
+    path = smoke_scratch / module
     original = path.read_bytes()
     try:
         path.write_bytes(original + b"# an edit\n")
-        assert _stale(smoke_study) == expected
+        assert _stale(smoke_scratch) == expected
     finally:
         path.write_bytes(original)
-        for cache in (smoke_study / "study").rglob("__pycache__"):
+        for cache in (smoke_scratch / "study").rglob("__pycache__"):
             shutil.rmtree(cache)
 
 
@@ -116,20 +116,20 @@ def _stale_after_edit(project: Path, module: str, old: str, new: str) -> set[str
 
 
 @pytest.mark.slow
-def test_an_analysis_schema_edit_leaves_every_training_run_fresh(smoke_study):
+def test_an_analysis_schema_edit_leaves_every_training_run_fresh(smoke_scratch):
     """A field of the robustness schema gets another default: only the stages that read that schema are stale (each
     question owns its section's schema, study/<question>/params.py); no run trains again."""
     field = "images: StrictInt = Field(default={}, ge=1)"
-    stale = _stale_after_edit(smoke_study, "study/robustness/params.py", field.format(2000), field.format(2001))
+    stale = _stale_after_edit(smoke_scratch, "study/robustness/params.py", field.format(2000), field.format(2001))
     assert stale and not stale & TRAINING, stale
     assert "robustness" in stale and stale <= {"robustness", "controls", "plan", "ladder", "report"}, stale
 
 
 @pytest.mark.slow
-def test_a_training_schema_edit_makes_every_training_stage_stale(smoke_study):
+def test_a_training_schema_edit_makes_every_training_stage_stale(smoke_scratch):
     """A field of the training schema (study/core/config.py) gets another default: every stage that trains is stale
     (the smoke preset renders train, distill, train_2x and distill_2x)."""
-    stale = _stale_after_edit(smoke_study, "study/core/config.py",
+    stale = _stale_after_edit(smoke_scratch, "study/core/config.py",
                               "checkpoint_every: StrictInt = Field(default=200, gt=0)",
                               "checkpoint_every: StrictInt = Field(default=201, gt=0)")
     assert {"train", "distill", "train_2x", "distill_2x"} <= stale, stale

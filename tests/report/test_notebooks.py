@@ -319,6 +319,7 @@ STUDY_NOTEBOOKS = {"02_data_efficiency": "tables/curves/data_efficiency.csv",
                    "05_controls": "tables/controls/control_contrasts.csv", "06_plan": "tables/plan/tests.csv"}
 
 
+@pytest.mark.slow  # a kernel per committed preset: 2 minutes of the quick tier on 2 cores
 @pytest.mark.parametrize("stem", sorted(STUDY_NOTEBOOKS))
 def test_notebook_reads_every_committed_preset(stem: str, tmp_path_factory):
     """The notebook with ``STUDY`` set to each preset whose committed report holds its tables (written by the run,

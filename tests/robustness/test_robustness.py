@@ -600,15 +600,23 @@ def fabricated_study(tmp_path: Path) -> tuple[Path, Path, Path]:
     return params_path, runs_dir, prepared
 
 
-def test_the_stage_writes_its_tables_and_figures(tmp_path):
+@pytest.fixture(scope="module")
+def robustness_outputs(tmp_path_factory) -> tuple[Path, str]:
+    """The stage run once on :func:`fabricated_study` for the tests that read what it wrote: (its folder, with
+    ``tables`` and ``figures``; its summary line)."""
     import study.robustness.stage as stage
 
-    params_path, runs_dir, prepared = fabricated_study(tmp_path)
-    params = load_params(params_path)
-    summary = stage.run(params, runs_dir, prepared, tmp_path / "figures", tmp_path / "tables")
+    folder = tmp_path_factory.mktemp("robustness")
+    params_path, runs_dir, prepared = fabricated_study(folder)
+    summary = stage.run(load_params(params_path), runs_dir, prepared, folder / "figures", folder / "tables")
+    return folder, summary
+
+
+def test_the_stage_writes_its_tables_and_figures(robustness_outputs):
+    folder, summary = robustness_outputs
     assert summary.startswith("robustness: 18 runs (+12 with uniform attention) x 48 conditions x 360 images; "
                               "plan: 12 runs x 7 conditions x 360 images (")
-    tables, figures = tmp_path / "tables", tmp_path / "figures"
+    tables, figures = folder / "tables", folder / "figures"
     for name in ("probe_set", "probe_images", "robustness_runs", "robustness", "contrasts_accuracy",
                  "contrasts_retained", "consistency", "contrasts_consistency", "contrast_trends", "winner_flips",
                  "mce", "corruption_errors", "headline", "headline_contrasts", "cost"):
@@ -742,13 +750,10 @@ def test_report_names_a_flip_only_where_the_stage_claimed_one():
             "70%") in sentence
 
 
-def test_the_report_renders_the_section_from_the_stage_tables(tmp_path):
+def test_the_report_renders_the_section_from_the_stage_tables(robustness_outputs):
     from study.robustness.report import headline_table, read_robustness, robustness_findings
-    import study.robustness.stage as stage
 
-    params_path, runs_dir, prepared = fabricated_study(tmp_path)
-    stage.run(load_params(params_path), runs_dir, prepared, tmp_path / "figures", tmp_path / "tables")
-    tables = read_robustness(tmp_path / "tables")
+    tables = read_robustness(robustness_outputs[0] / "tables")
     findings = robustness_findings(tables)
     assert findings[0].startswith("All 18 runs are probed on the same 360 test images (the whole test set), drawn "
                                   "with seed 0, under 48 conditions: the clean images, occlusion (patch grid, offset "
@@ -760,7 +765,7 @@ def test_the_report_renders_the_section_from_the_stage_tables(tmp_path):
     assert findings[0].endswith("The analysis plan's 7 conditions are scored again for its models' 12 runs on 360 test "
                                 "images (the whole test set), drawn with the same seed (plan_runs); the intervals below "
                                 "are those of the 360 images, exploratory.")
-    contrasts = pd.read_csv(tmp_path / "tables" / "contrasts_accuracy.csv")
+    contrasts = pd.read_csv(robustness_outputs[0] / "tables" / "contrasts_accuracy.csv")
     # two comparisons with the CNN and two variants' with their runs, 2 fractions, 48 conditions
     assert len(contrasts) == 4 * 2 * 48 and (contrasts["level"] > 0).sum() == 4 * 2 * 47  # no level-0 duplicates
     assert any("top-1 (Holm-adjusted): vit is detectably ahead in " in s and " of 94 probed cells" in s
@@ -777,7 +782,7 @@ def test_the_report_renders_the_section_from_the_stage_tables(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_stage_end_to_end_on_the_smoke_study(smoke_study):
+def test_the_stage_end_to_end_on_the_smoke_study(smoke_study, smoke_scratch):
     tables, figures = smoke_study / "reports" / "tables" / "robustness", smoke_study / "reports" / "figures" / "robustness"
     for name in ("occlusion", "rearrangement", "translation", "corruption_errors", "contrasts"):
         assert (figures / f"{name}.png").stat().st_size > 0
@@ -806,11 +811,11 @@ def test_the_stage_end_to_end_on_the_smoke_study(smoke_study):
     # No training or scoring stage but robustness runs the probe library (the parameters layer imports none of it,
     # and the controls and plan stages read the probes' names from the light study.robustness package): editing a
     # probe stales the robustness stage only.
-    module = smoke_study / "study" / "robustness" / "probes" / "corrupt_pixels.py"
+    module = smoke_scratch / "study" / "robustness" / "probes" / "corrupt_pixels.py"
     original = module.read_bytes()
     try:
         module.write_bytes(original + b"# an edit\n")
-        stale = {line.rstrip(":").strip() for line in dvc("status", cwd=smoke_study).stdout.splitlines()
+        stale = {line.rstrip(":").strip() for line in dvc("status", cwd=smoke_scratch).stdout.splitlines()
                  if line and not line.startswith(("\t", " "))}
         assert stale == {"robustness"}, stale
     finally:
