@@ -302,7 +302,7 @@ def pytest_collection_modifyitems(items) -> None:
     """Mark every test that uses one of ``SLOW_FIXTURES`` as slow, and order the files for the two pytest-xdist
     workers, which take a file each in this order (pyproject's ``--dist loadfile``: a file's module fixtures are
     built once): :data:`SMOKE_BUILDER`, then the files with slow tests that need no smoke study, then those reading
-    it (built by then, so no worker waits on its lock), then the quick files, which fill the end. A file keeps its
+    it (meant to find it built, so that no worker waits on its lock), then the quick files, which fill the end. A file keeps its
     own order."""
     kinds: dict[str, set[str]] = {}
     for item in items:
