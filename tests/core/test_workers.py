@@ -50,3 +50,24 @@ def test_the_two_workers_take_a_file_each_and_build_its_module_fixture_once(tmp_
         built = [worker for what, file, worker in records if what == "built" and file == stem]
         ran = {worker for what, file, worker in records if what == "ran" and file == stem}
         assert len(built) == 1 and ran == set(built), f"{stem}: fixture built on {built}, tests ran on {ran}"
+
+
+def test_workers_wait_passively_unless_the_caller_chose_a_policy(monkeypatch):
+    from types import SimpleNamespace
+
+    from tests.conftest import pytest_configure
+
+    def configured(workers, worker=None, policy=None):
+        for name, value in (("PYTEST_XDIST_WORKER", worker), ("OMP_WAIT_POLICY", policy)):
+            monkeypatch.delenv(name, raising=False)
+            if value is not None:
+                monkeypatch.setenv(name, value)
+        pytest_configure(SimpleNamespace(option=SimpleNamespace(numprocesses=workers)))
+        import os
+
+        return os.environ.get("OMP_WAIT_POLICY")
+
+    assert configured(2) == "PASSIVE"  # the controller, before it starts two workers
+    assert configured(2, policy="ACTIVE") == "ACTIVE"  # the caller's choice stands
+    assert configured(0) is None and configured(None) is None  # one process: libgomp's default
+    assert configured(2, worker="gw0") is None  # a worker inherits the controller's; it sets nothing itself
