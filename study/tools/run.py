@@ -17,8 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "their threads stay within --cpus, and on a GPU at most 1/engine.gpus_per_run stages share it")
     parser.add_argument("--address", help="join this Ray cluster (e.g. 10.0.0.1:6379, from `ray start --head`) "
                         "instead of starting a local Ray instance")
-    parser.add_argument("--cpus", type=int, help="CPUs of the local Ray instance, or with --jobs the CPU threads its "
-                        "stages may hold in all (default: this machine's cores; more oversubscribes them)")
+    parser.add_argument("--submitit", choices=["slurm", "local"], help="submit each stage as a SLURM job through "
+                        "submitit (partition and time limit: engine.slurm_partition, engine.job_minutes), or with "
+                        "`local` run the same jobs on this machine (docs/pipeline.md)")
+    parser.add_argument("--cpus", type=int, help="CPUs of the local Ray instance, or with --jobs (or --submitit local) the "
+                        "CPU threads its stages may hold in all (default: this machine's cores; more oversubscribes them)")
     parser.add_argument("--gpus", type=int, help="GPUs of the local Ray instance or --jobs pool (default: those "
                         "detected); on a machine without, logical ones: stages are scheduled by engine.gpus_per_run "
                         "all the same")
@@ -33,4 +36,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> str:
     params = configured(args.params)
     return run_study(params, args.targets, address=args.address, cpus=args.cpus, cpus_per_run=args.cpus_per_run,
-                     gpus=args.gpus, jobs=args.jobs, warm=args.warm)
+                     gpus=args.gpus, jobs=args.jobs, warm=args.warm, submitit=args.submitit)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from study.core.config import Params
 from study.infra.engine.params import engine_params
-from study.infra.engine.executor import Executor, choose
+from study.infra.engine.executor import LOG_DIR, Executor, choose
 from study.infra.engine.interrupts import Interrupts
 from study.infra.engine.pipeline import RECORDED, RUN, UP_TO_DATE, Pipeline, Plan
 from study.infra.engine.progress import Progress
@@ -34,21 +34,20 @@ from study.core.runtime import THREADS_VARIABLE
 _POLL_SECONDS = 1.0
 # Seconds stopped stages get to end (each SIGTERMs, then SIGKILLs, its command).
 _STOP_SECONDS = 20.0
-# Where each stage's stdout and stderr go, under the project root (DVC's scratch folder, not tracked).
-LOG_DIR = Path(".dvc", "tmp", "study-run")
 
 
 def run_study(params: Params, targets: list[str], address: str | None = None, cpus: int | None = None,
               cpus_per_run: int | None = None, gpus: int | None = None, jobs: int | None = None,
-              warm: bool = False) -> str:
+              warm: bool = False, submitit: str | None = None) -> str:
     """Bring the pipeline (or ``targets`` and their upstream stages) up to date; return a one-line summary.
 
     ``cpus_per_run`` replaces ``engine.cpus_per_run`` for this run (``--cpus-per-run``); ``jobs`` runs the stages
-    in a local pool of that many instead of on Ray; ``cpus`` and ``gpus`` size the local Ray instance or pool;
+    in a local pool of that many instead of on Ray, ``submitit`` (``slurm`` or ``local``) as submitit jobs; ``cpus``
+    and ``gpus`` size the local Ray instance or pool;
     ``warm`` runs each ``study`` command in a fork of a warm worker (:mod:`~study.infra.engine.warm`).
     """
     tic = time.monotonic()
-    executor = choose(address, jobs, cpus, gpus, cpus_per_run)
+    executor = choose(address, jobs, cpus, gpus, cpus_per_run, submitit, engine_params(params))
     params = with_cpus_per_run(params, cpus_per_run)
     pipeline = Pipeline()
     if pipeline.replayed:

@@ -1,18 +1,24 @@
 """Where ``study run`` runs stage commands: the interface the driver talks to, and the choice of one per run.
 
-Two implementations: :class:`~study.infra.engine.cluster.Cluster` hands each stage to Ray (a local instance, or
+Three implementations: :class:`~study.infra.engine.cluster.Cluster` hands each stage to Ray (a local instance, or
 an existing cluster with ``--address``), :class:`~study.infra.engine.local.LocalPool` runs at most ``--jobs N``
-of them as subprocesses of this machine, without Ray. The driver plans, schedules and records the same way
+of them as subprocesses of this machine, without Ray, and :class:`~study.infra.engine.slurm.Submitit` submits
+each as a SLURM job (``--submitit slurm``, or ``local`` to run them through submitit on this machine). The driver plans, schedules and records the same way
 with either; only where a command runs, and what waits for room, differ.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol
 
 from study.core.errors import StudyError
+from study.infra.engine.params import EngineParams
 from study.infra.engine.resources import Reservation
 from study.infra.engine.tasks import Job, Outcome
+
+# Where each stage's stdout and stderr go, under the project root (DVC's scratch folder, not tracked).
+LOG_DIR = Path(".dvc", "tmp", "study-run")
 
 
 class Executor(Protocol):
@@ -51,10 +57,12 @@ class Executor(Protocol):
 
 
 def choose(address: str | None, jobs: int | None, cpus: int | None, gpus: int | None,
-           cpus_per_run: int | None) -> Executor:
+           cpus_per_run: int | None, submitit: str | None = None,
+           engine: EngineParams | None = None) -> Executor:
     """The executor for ``study run``'s options, checked before any planning (one-line errors).
 
-    ``--jobs`` picks the local pool; without it, Ray (the default).
+    ``--jobs`` picks the local pool, ``--submitit`` submitit (``engine``: its partition and time limit);
+    without either, Ray (the default).
     """
     if cpus is not None and cpus < 1:
         raise StudyError(f"--cpus {cpus}: give at least 1")
@@ -62,6 +70,14 @@ def choose(address: str | None, jobs: int | None, cpus: int | None, gpus: int | 
         raise StudyError(f"--gpus {gpus}: give 0 or more")
     if cpus_per_run is not None and cpus_per_run < 1:
         raise StudyError(f"--cpus-per-run {cpus_per_run}: give at least 1 CPU per training run")
+    if submitit is not None:
+        for option, value in (("--jobs", jobs), ("--address", address)):
+            if value is not None:
+                raise StudyError(f"{option} picks another executor than --submitit {submitit}; give one of them")
+        from study.infra.engine.slurm import Submitit
+
+        engine = engine or EngineParams()
+        return Submitit(submitit, engine.slurm_partition, engine.job_minutes, cpus, gpus)
     if jobs is None:
         from study.infra.engine.cluster import Cluster, preflight
 
