@@ -20,8 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--submitit", choices=["slurm", "local"], help="submit each stage as a SLURM job through "
                         "submitit (partition and time limit: engine.slurm_partition, engine.job_minutes), or with "
                         "`local` run the same jobs on this machine (docs/pipeline.md)")
-    parser.add_argument("--cpus", type=int, help="CPUs of the local Ray instance, or with --jobs (or --submitit local) the "
-                        "CPU threads its stages may hold in all (default: this machine's cores; more oversubscribes them)")
+    parser.add_argument("--cpus", type=int, help="CPUs of the local Ray instance, or with --jobs (or --submitit "
+                        "local) the CPU threads its stages may hold in all (default: this machine's cores; more "
+                        "oversubscribes them)")
     parser.add_argument("--gpus", type=int, help="GPUs of the local Ray instance or --jobs pool (default: those "
                         "detected); on a machine without, logical ones: stages are scheduled by engine.gpus_per_run "
                         "all the same")

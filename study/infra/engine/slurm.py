@@ -200,8 +200,9 @@ class Submitit:
         try:
             return subprocess.run(command, capture_output=True, text=True, check=True, timeout=60).stdout
         except (OSError, subprocess.SubprocessError) as err:
-            raise StudyError(f"--submitit slurm: SLURM's sinfo failed{self._in_partition} "
-                             f"({' '.join(str(err).split())[:200]}); run `study run` on a node of the cluster") from None
+            reason = " ".join(str(err).split())[:200]
+            raise StudyError(f"--submitit slurm: SLURM's sinfo failed{self._in_partition} ({reason}); run "
+                             "`study run` on a node of the cluster") from None
 
 
 @contextmanager
