@@ -253,6 +253,30 @@ def test_a_command_whose_shell_is_killed_takes_its_group_with_it(tmp_path):
     _wait_until_gone(child, 10, "the stage outlived its killed shell")
 
 
+def test_a_shell_killed_once_sigchld_is_ignored_still_takes_its_group_with_it(tmp_path):
+    """The same kill after the worker's SIGCHLD became ignored, as a Ray worker's may on its way out: the kernel
+    reaps the shell, its status is lost (``Popen.wait`` would read 0, a success), and the stage must die all the
+    same, reported killed."""
+    job = _job(tmp_path, "sleep 120 & echo $! > child.pid; wait")
+    script = ("import signal; from study.infra.engine.tasks import *\n"
+              "signal.signal(signal.SIGALRM, lambda *_: signal.signal(signal.SIGCHLD, signal.SIG_IGN))\n"
+              "signal.alarm(1)  # in the main thread, while run_job waits\n"
+              f"print(run_job({job!r}))")
+    worker = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "SHELL": "/bin/sh"},
+                              stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "child.pid").is_file() or not (tmp_path / "child.pid").read_text().strip():
+        assert time.monotonic() < deadline and worker.poll() is None, "the command never started"
+        time.sleep(0.05)
+    child = int((tmp_path / "child.pid").read_text())
+    os.kill(child, signal.SIGSTOP)
+    time.sleep(1.5)  # past the alarm: SIGCHLD is ignored now
+    psutil.Process(child).parent().kill()
+    output, _ = worker.communicate(timeout=30)
+    assert worker.returncode == 0 and "returncode=-9" in output, output
+    _wait_until_gone(child, 10, "the stage outlived its killed shell")
+
+
 def test_a_command_that_ends_releases_its_watcher_which_kills_nothing(tmp_path):
     """After a normal end the watcher stands down: even a process the command left running in its group
     survives (as under `dvc repro`); only a dead worker's command is killed."""

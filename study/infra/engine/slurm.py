@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -174,8 +176,8 @@ class Submitit:
             parameters["slurm_partition"] = self.partition
         self._executor.update_parameters(**parameters)
         try:
-            if self.cluster == "local":  # its controller writes to our stderr: a traceback when it is cancelled
-                with _stderr_to(self.folder / f"{Path(handle.job.log).name}.controller.err"):
+            if self.cluster == "local":
+                with _controller_start(self.folder / f"{Path(handle.job.log).name}.controller.err"):
                     return self._executor.submit(run_job, handle.job)
             return self._executor.submit(run_job, handle.job)
         except Exception as err:  # noqa: BLE001 - sbatch's refusal (FailedSubmissionError) and the like
@@ -206,17 +208,26 @@ class Submitit:
 
 
 @contextmanager
-def _stderr_to(path: Path):
-    """File descriptor 2 pointed at ``path`` for the block: what a process started meanwhile inherits."""
+def _controller_start(log: Path):
+    """What a local job's controller, started in the block, inherits: its stderr in ``log`` (it prints a traceback
+    when cancelled), and SIGINT not ignored. submitit cancels a local job by SIGINT, which a process started from
+    a background shell (or a pytest-xdist worker) would ignore, as the children it starts would; a Python handler,
+    unlike an ignored signal, is reset to the default by exec."""
     sys.stderr.flush()
-    saved, log = os.dup(2), os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    saved, file = os.dup(2), os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    main = threading.current_thread() is threading.main_thread()
+    ignored = main and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     try:
-        os.dup2(log, 2)
+        if ignored:
+            signal.signal(signal.SIGINT, lambda *_: None)  # still ignored here, in effect
+        os.dup2(file, 2)
         yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
-        os.close(log)
+        os.close(file)
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _import_submitit():

@@ -197,6 +197,10 @@ def _wait(process: subprocess.Popen, stop: threading.Event | None) -> int:
                 raise KeyboardInterrupt  # the local pool's cancel, stopped below as Ray's is
             # Wait in short slices: Ray cancels a task by interrupting its main thread, which a plain
             # blocking wait() would not notice until the command ended.
+            if isinstance(process, subprocess.Popen):
+                if (returncode := _reaped(process, _POLL_SECONDS)) is not None:
+                    return returncode
+                continue
             try:
                 return process.wait(timeout=_POLL_SECONDS)
             except subprocess.TimeoutExpired:
@@ -204,6 +208,27 @@ def _wait(process: subprocess.Popen, stop: threading.Event | None) -> int:
     except BaseException:  # cancelled (KeyboardInterrupt) or the worker is shutting down (SystemExit)
         _stop(process)
         raise
+
+
+def _reaped(process: subprocess.Popen, seconds: float) -> int | None:
+    """The command's exit status once it ended, waiting at most ``seconds``, else None. A Ray worker on its way out may have SIGCHLD ignored
+    (Ray's SetSigchldIgnore): the kernel then reaps the shell itself and its status is lost, which ``Popen.wait``
+    reports as 0, a success that would stand the watcher down while the stage the shell forked runs on (Ray kills
+    the shell first). A lost status is reported as a kill, never as a success, so the watcher kills the group."""
+    deadline, delay = time.monotonic() + seconds, 0.0005
+    while True:
+        try:
+            pid, status = os.waitpid(process.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped by the kernel (SIGCHLD ignored): the status is lost
+            process.returncode = -signal.SIGKILL
+            return process.returncode
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            return process.returncode
+        if time.monotonic() >= deadline:
+            return None
+        delay = min(delay * 2, 0.05, max(0.0, deadline - time.monotonic()))  # Popen.wait's own polling
+        time.sleep(delay)
 
 
 class _Watch:
