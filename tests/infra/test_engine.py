@@ -233,35 +233,12 @@ def test_a_command_dies_with_its_worker_even_where_the_shell_forks_it(tmp_path):
     _wait_until_gone(child, 10, "the command outlived its worker")
 
 
-def test_a_command_whose_shell_is_killed_takes_its_group_with_it(tmp_path):
-    """Ray force-exits a worker whose driver died by killing the worker's children (the shell) and, a moment
-    later, the worker: in between, the worker sees its command end by SIGKILL while the stage the shell forked
-    still runs. That stage must die too (CI's failure of the kill-and-resume test below)."""
+def _kill_the_shell_of_a_paused_stage(tmp_path: Path, before: str = "", pause: float = 0.0) -> tuple[str, int]:
+    """Run a job in a worker process (``before``: its code to run first) whose shell forks the stage; pause the
+    stage, wait ``pause`` seconds, then kill the shell alone, as Ray's KillChildProcs kills a worker's direct
+    children; return what the worker printed (its Outcome) and the stage's pid."""
     job = _job(tmp_path, "sleep 120 & echo $! > child.pid; wait")
-    worker = subprocess.Popen([sys.executable, "-c", f"from study.infra.engine.tasks import *; print(run_job({job!r}))"],
-                              env={**os.environ, "SHELL": "/bin/sh"}, stdout=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "child.pid").is_file() or not (tmp_path / "child.pid").read_text().strip():
-        assert time.monotonic() < deadline and worker.poll() is None, "the command never started"
-        time.sleep(0.05)
-    child = int((tmp_path / "child.pid").read_text())
-    os.kill(child, signal.SIGSTOP)
-    shell = psutil.Process(child).parent()
-    shell.kill()  # as Ray's KillChildProcs does: the worker's direct child only
-    output, _ = worker.communicate(timeout=30)
-    assert worker.returncode == 0 and "returncode=-9" in output  # the worker lived on and saw the kill
-    _wait_until_gone(child, 10, "the stage outlived its killed shell")
-
-
-def test_a_shell_killed_once_sigchld_is_ignored_still_takes_its_group_with_it(tmp_path):
-    """The same kill after the worker's SIGCHLD became ignored, as a Ray worker's may on its way out: the kernel
-    reaps the shell, its status is lost (``Popen.wait`` would read 0, a success), and the stage must die all the
-    same, reported killed."""
-    job = _job(tmp_path, "sleep 120 & echo $! > child.pid; wait")
-    script = ("import signal; from study.infra.engine.tasks import *\n"
-              "signal.signal(signal.SIGALRM, lambda *_: signal.signal(signal.SIGCHLD, signal.SIG_IGN))\n"
-              "signal.alarm(1)  # in the main thread, while run_job waits\n"
-              f"print(run_job({job!r}))")
+    script = f"from study.infra.engine.tasks import *\n{before}\nprint(run_job({job!r}))"
     worker = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "SHELL": "/bin/sh"},
                               stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
@@ -270,10 +247,32 @@ def test_a_shell_killed_once_sigchld_is_ignored_still_takes_its_group_with_it(tm
         time.sleep(0.05)
     child = int((tmp_path / "child.pid").read_text())
     os.kill(child, signal.SIGSTOP)
-    time.sleep(1.5)  # past the alarm: SIGCHLD is ignored now
+    time.sleep(pause)
     psutil.Process(child).parent().kill()
     output, _ = worker.communicate(timeout=30)
-    assert worker.returncode == 0 and "returncode=-9" in output, output
+    assert worker.returncode == 0, output  # the worker lived on and saw the kill
+    return output, child
+
+
+def test_a_command_whose_shell_is_killed_takes_its_group_with_it(tmp_path):
+    """Ray force-exits a worker whose driver died by killing the worker's children (the shell) and, a moment
+    later, the worker: in between, the worker sees its command end by SIGKILL while the stage the shell forked
+    still runs. That stage must die too."""
+    output, child = _kill_the_shell_of_a_paused_stage(tmp_path)
+    assert "returncode=-9" in output
+    _wait_until_gone(child, 10, "the stage outlived its killed shell")
+
+
+def test_a_shell_killed_once_sigchld_is_ignored_still_takes_its_group_with_it(tmp_path):
+    """The same kill after the worker's SIGCHLD became ignored, as a Ray worker's may on its way out: the kernel
+    reaps the shell, its status is lost (``Popen.wait`` would read 0, a success), and the stage must die all the
+    same, reported killed."""
+    ignore_sigchld_in_a_second = (
+        "import signal\n"
+        "signal.signal(signal.SIGALRM, lambda *_: signal.signal(signal.SIGCHLD, signal.SIG_IGN))\n"
+        "signal.alarm(1)  # in the main thread, while run_job waits")
+    output, child = _kill_the_shell_of_a_paused_stage(tmp_path, ignore_sigchld_in_a_second, pause=1.5)
+    assert "returncode=-9" in output, output
     _wait_until_gone(child, 10, "the stage outlived its killed shell")
 
 

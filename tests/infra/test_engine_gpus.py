@@ -10,6 +10,7 @@ subreaper) a failing command still fails its stage. Without DVC: the stages are 
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,8 @@ def two_logical_gpus():
 
 def test_a_cluster_of_logical_gpus_is_one_the_engine_schedules_on(two_logical_gpus):
     assert two_logical_gpus.has_gpus()
+    # the local instance's own settings stay out of this process's environment, hence out of what it starts next
+    assert "RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper" not in os.environ
     shares = reservation(training=True, engine=EngineParams(gpus_per_run=0.5), train_threads=1, node_cpus=8,
                          gpus_available=two_logical_gpus.has_gpus())
     assert shares.gpus == 0.5

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from contextlib import contextmanager
 from pathlib import Path
 
 from study.infra.engine.resources import Reservation
@@ -118,15 +119,13 @@ class Cluster:
             pass
 
     def _start_local(self) -> None:
-        # A private instance: no usage report, and the raylet reaps what a crashed worker leaves behind.
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        os.environ.setdefault("RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper", "true")
         for attempt in range(1, _START_ATTEMPTS + 1):
             try:
                 # address="local": a new instance even where `ray start` runs one (ray.init() would join it)
-                self.ray.init(address="local", num_cpus=self.cpus, num_gpus=self.gpus, include_dashboard=False,
-                              log_to_driver=False,
-                              logging_level=logging.ERROR, object_store_memory=_OBJECT_STORE_BYTES)
+                with _local_instance_environment():
+                    self.ray.init(address="local", num_cpus=self.cpus, num_gpus=self.gpus, include_dashboard=False,
+                                  log_to_driver=False,
+                                  logging_level=logging.ERROR, object_store_memory=_OBJECT_STORE_BYTES)
                 return
             except Exception as err:  # noqa: BLE001 - Ray raises plain Exception when its processes fail to start
                 self.ray.shutdown()
@@ -146,6 +145,28 @@ class Cluster:
                 fix = ("the cluster uses token authentication: set RAY_AUTH_MODE=token, with its token in "
                        "~/.ray/auth_token or RAY_AUTH_TOKEN")
             raise StudyError(f"--address {address}: could not join a Ray cluster there ({_one_line(err)}); {fix}") from None
+
+
+@contextmanager
+def _local_instance_environment():
+    """A private instance's settings (no usage report; the raylet reaps what a crashed worker leaves behind) in this
+    process's environment only while ``ray.init`` starts its processes, which inherit them. Left set, they would
+    reach what this process starts later: every stage's command, and a cluster started from the same process
+    (`ray start`), whose raylet then treats a dying worker's processes by its own rules: in the test suite, a
+    stage of such a cluster outlived its SIGKILLed driver whenever a local instance had run first in that process."""
+    settings = {"RAY_USAGE_STATS_ENABLED": "0",
+                "RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper": "true"}
+    saved = {name: os.environ.get(name) for name in settings}
+    for name, value in settings.items():
+        os.environ.setdefault(name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _import_ray():
