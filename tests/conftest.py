@@ -279,7 +279,8 @@ def dvc(*args: str, cwd: Path, check: bool = True):
 
 
 # Fixtures that train, run `dvc repro` or a stage, start Ray or kernels, or install a kit: every test using one is
-# `slow`, out of the quick loop (`pytest -m "not slow"`). Measured on 2 cores: 10 to 300 s of set-up each.
+# `slow`, out of the quick loop (`pytest -m "not slow"`). Measured on 2 cores: 10 to 300 s of set-up each. Tests that
+# start worker processes, time process starts or simulate many studies carry the mark themselves.
 SLOW_FIXTURES = {
     "smoke_study": "a whole `dvc repro` of the smoke preset",
     "reference": "a real training run (tests/faults/test_faults.py)",

@@ -24,6 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Modules the train stage's start must not import: the stage uses none of them (timm only for `timm:` models,
@@ -65,6 +67,7 @@ def test_models_import_without_torchvision():
     assert _loaded("import study.models, study.models.cost") == []
 
 
+@pytest.mark.slow  # eight process starts, each importing torch: 56 s on a 2-core EPYC of family 23
 def test_train_help_starts_within_one_and_a_half_torch_imports():
     help_command = [sys.executable, "-m", "study", "train", "--help"]
     torch_command = [sys.executable, "-c", "import torch"]

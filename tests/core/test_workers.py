@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.conftest import ROOT
 
 # Two files of three tests each; every test records its worker, and the module fixture records each time it is built.
@@ -37,6 +39,7 @@ TEST_FILE = textwrap.dedent('''\
 ''')
 
 
+@pytest.mark.slow  # a pytest with two workers inside the suite: 42 s on a 2-core EPYC of family 23
 def test_the_two_workers_take_a_file_each_and_build_its_module_fixture_once(tmp_path):
     for name in ("test_a.py", "test_b.py"):
         (tmp_path / name).write_text(TEST_FILE)

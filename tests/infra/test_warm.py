@@ -1,9 +1,11 @@
 """Warm workers (study.infra.engine.warm): a fork of a process that imported torch once runs each stage.
 
-The quick tests drive one zygote with a probe (tests/infra/warm_probe.py) in place of the CLI: a stage that spoils
-the process's state leaves nothing for the next one; a failed stage leaves the worker usable; a killed worker takes
-its stage with it; workers are kept apart by the variables a fork cannot change. The slow one runs the smoke study
-with `study run --jobs 2 --warm` and compares every run's bytes with the sequential `dvc repro`'s.
+Every test starts worker processes that import torch, so the whole file is `slow` (10 to 26 s a test on a
+2-core EPYC of family 23, machine factor 2.7). Most drive one zygote with a probe (tests/infra/warm_probe.py) in
+place of the CLI: a stage that spoils the process's state leaves nothing for the next one; a failed stage leaves the
+worker usable; a killed worker takes its stage with it; workers are kept apart by the variables a fork cannot
+change. The last runs the smoke study with `study run --jobs 2 --warm` and compares every run's bytes with the
+sequential `dvc repro`'s.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from study.infra.engine.warm import Zygote, Zygotes, load_time_key, runs_this_st
 from tests.conftest import ROOT
 
 PROBE = "tests.infra.warm_probe:main"
+pytestmark = pytest.mark.slow  # every test starts processes that import torch
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -179,9 +182,8 @@ def test_a_job_runs_warm_as_it_runs_on_its_own(tmp_path):
         text=True).stdout.strip())
 
 
-# --- end to end (slow) ----------------------------------------------------------------------------------
+# --- end to end ----------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_warm_workers_leave_the_results_of_dvc_repro_and_a_clean_status(smoke_study, tmp_path):
     """The smoke study from scratch with `--jobs 2 --cpus 4 --warm`: every run's metrics and weights, the
     analyses' tables and dvc.lock as the sequential `dvc repro` leaves them; a second `dvc repro` runs nothing."""

@@ -534,6 +534,7 @@ def test_conditions_list_each_level_once_and_leave_level_zero_to_the_clean_image
     assert "moved 3 px" in next(c.detail for c in probes if c.variant == "offset")
 
 
+@pytest.mark.slow  # scoring worker processes, three times: 74 s on a 2-core EPYC of family 23
 def test_worker_processes_give_the_same_tables_as_one(tmp_path):
     from study.robustness.scoring import score_run_files, scoring_workers
     from study.data.prepared import read_prepared
@@ -659,6 +660,7 @@ def test_the_stage_writes_its_tables_and_figures(robustness_outputs):
     assert list(dict.fromkeys(headline["condition"])) == ["clean", "50% occluded", "4x4 shuffle", "2-px shift"]
 
 
+@pytest.mark.slow  # the whole stage on a fabricated study: 72 s on a 2-core EPYC of family 23
 def test_without_a_plan_the_stage_scores_nothing_more(tmp_path):
     import study.robustness.stage as stage
 
