@@ -8,17 +8,16 @@ optimiser over the stacked tensors. AdamW and SGD act element by element, so one
 optimisers; clipping is per seed (each seed's gradient norm over its own slice). The loss summed over seeds
 gives each seed the gradient of its own loss.
 
-This module measures what that would buy, for the choice between capturing one model's step once per shape
-and vmapping the seeds of a cell (docs/performance.md): images per second over all K seeds, eager and as one
-CUDA graph, for K = 1 (the same code path with one seed: the baseline) and larger K. It is a benchmark, not
-the trainer: no augmentation, a fixed batch per seed, no schedule. BatchNorm's running statistics are
-carried as stacked buffers, one set per seed.
+The stack, its optimiser and the per-seed clipping are the trainer's (:mod:`study.cell.step`, where each seed
+also has its own subset, batch order, augmentation and schedule). This module measures what they buy, for the
+choice between capturing one model's step once per shape and vmapping the seeds of a cell (docs/performance.md):
+images per second over all K seeds, eager and as one CUDA graph, for K = 1 (the same code path with one seed: the
+baseline) and larger K, on a fixed batch per seed, without augmentation or schedule.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import itertools
 import traceback
 from pathlib import Path
@@ -28,60 +27,15 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import nn
-from torch.func import functional_call, stack_module_state, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from benchmarks.measure import measure
 from benchmarks.study_path import study_model
 from benchmarks.workload import CNN_RECIPE, VIT_RECIPE, BenchModel, Shape, bench_loss
 from study.archs import traits
+from study.cell.step import StackedModels, clip_per_seed, stacked_optimizer
 from study.train.recipe import Recipe
-from study.train.step import _NO_DECAY_NAMES, autocast_for
-
-
-class StackedModels:
-    """K models of one architecture as stacked tensors: ``params[name]`` is (K, *shape of the parameter)."""
-
-    def __init__(self, models: list[nn.Module]):
-        params, buffers = stack_module_state(models)  # each value (K, ...), detached copies
-        self.seeds = len(models)
-        self.params = {n: p.detach().clone().requires_grad_() for n, p in params.items()}
-        self.buffers = {n: b.clone() for n, b in buffers.items()}
-        self.base = copy.deepcopy(models[0]).to("meta")  # the structure only: functional_call supplies the tensors
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits (K, B, classes) of ``x`` (K, B, C, H, W): seed k's model on seed k's batch."""
-        def one(params: dict, buffers: dict, xk: torch.Tensor) -> torch.Tensor:
-            return functional_call(self.base, (params, buffers), (xk,))
-        return vmap(one, randomness="different")(self.params, self.buffers, x)
-
-    def model(self, k: int, like: nn.Module) -> nn.Module:
-        """Seed ``k``'s weights in a copy of ``like`` (for checks against separately trained models)."""
-        out = copy.deepcopy(like)
-        out.load_state_dict({**{n: p[k].detach() for n, p in self.params.items()},
-                             **{n: b[k] for n, b in self.buffers.items()}})
-        return out
-
-
-def stacked_optimizer(stack: StackedModels, recipe: Recipe, fused: bool, capturable: bool) -> torch.optim.Optimizer:
-    """The recipe's optimiser over the stacked parameters, with study.train.step's weight-decay groups (a stacked
-    parameter's own shape is all but its first dimension)."""
-    decay, no_decay = [], []
-    for name, p in stack.params.items():
-        (no_decay if p.ndim - 1 < 2 or name.split(".")[-1] in _NO_DECAY_NAMES else decay).append(p)
-    groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    if recipe.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=recipe.lr, momentum=recipe.momentum, nesterov=True, fused=fused or None)
-    return torch.optim.AdamW(groups, lr=recipe.lr, betas=(0.9, recipe.beta2), fused=fused or None,
-                             capturable=capturable)
-
-
-def clip_per_seed(grads: list[torch.Tensor], max_norm: float) -> None:
-    """Each seed's gradients scaled to total norm at most ``max_norm``, as clip_grad_norm_ does for one model."""
-    squares = torch.stack([g.float().flatten(1).pow(2).sum(1) for g in grads]).sum(0)  # (K,)
-    scale = (max_norm / (squares.sqrt() + 1e-6)).clamp(max=1.0)  # (K,); clip_grad_norm_'s epsilon
-    for g in grads:
-        g.mul_(scale.view(-1, *([1] * (g.ndim - 1))).to(g.dtype))  # (K, 1, ..., 1) against (K, ...)
+from study.train.step import autocast_for
 
 
 def stacked_step(stack: StackedModels, loss_fn: nn.Module, recipe: Recipe, x: torch.Tensor, y: torch.Tensor,

@@ -8,8 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks.seed_batching import (StackedModels, bench_seed_batching, seed_batches, stacked_step)
+from benchmarks.seed_batching import bench_seed_batching, seed_batches, stacked_step
 from benchmarks.workload import CNN_RECIPE, VIT_RECIPE, BenchModel, Shape
+from study.cell.step import StackedModels
 from study.models import build_model
 from study.train.losses import LabelLoss
 from study.train.step import make_optimizer
