@@ -155,13 +155,17 @@ class CellStep:
         self.optimizer = stacked_optimizer(self.stack, spec.recipe, fused=spec.device.type == "cuda")
         self.precision = "fp32"
         self.orders = [BatchOrder(len(split), spec.batch_size, s.seed) for split, s in zip(splits, specs)]
+        # On a GPU each seed's whole order lives on the device, as in TrainStep: indexing with host indices would
+        # copy them from pageable memory and synchronise the stream every step.
+        self.order_tables = ([order.table(spec.total_steps).to(spec.device) for order in self.orders]
+                             if spec.device.type == "cuda" else None)  # each (steps, B)
         self.warmup_steps = math.ceil(spec.recipe.warmup * spec.total_steps)  # TrainStep's rule
 
     def batch(self, step: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Step ``step``'s inputs (K, B, C, H, W) and each seed's loss targets, as TrainStep draws them per seed."""
         xs, ys = [], []
-        for seed, order, split, augment in zip(self.seeds, self.orders, self.splits, self.augments):
-            idx = order.indices(step)
+        for k, (seed, order, split, augment) in enumerate(zip(self.seeds, self.orders, self.splits, self.augments)):
+            idx = order.indices(step) if self.order_tables is None else self.order_tables[k][step]
             x, y = augment(split.images[idx], split.labels[idx], seed, step)
             xs.append(x)
             ys.append(y)
