@@ -144,6 +144,16 @@ class BudgetCheckParams:
 
 
 @dataclass(frozen=True, config=_FROZEN)
+class CellParams:
+    """Seeds of one cell (model, fraction, budget) trained as one vmapped step (study.cell), per device type: a
+    small model leaves a GPU mostly idle one seed at a time, while on a 2-core CPU four stacked seeds trained 1.3x
+    (ViT) and 0.9x (ResNet-8) the images per second of one. 1 trains each seed alone."""
+
+    cpu: StrictInt = Field(default=1, ge=1)
+    cuda: StrictInt = Field(default=8, ge=1)
+
+
+@dataclass(frozen=True, config=_FROZEN)
 class TrainParams:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     compile: StrictBool = False
@@ -160,6 +170,7 @@ class TrainParams:
     eval_batch_size: StrictInt = Field(default=128, gt=0)
     checkpoint_every: StrictInt = Field(default=200, gt=0)  # optimiser steps between resume points
     augment: AugmentParams = AugmentParams()
+    cell: CellParams = CellParams()
 
 
 @dataclass(frozen=True, config=_FROZEN)

@@ -3,6 +3,8 @@
 A run is: build the model, take ``budget.steps`` optimiser steps over fixed-size batches of its training
 subset, score the validation split now and then (history), checkpoint regularly so a killed run resumes
 exactly, and finally score the test set once with the final weights (no test-set model selection).
+:func:`finish_run` is that last part and writes the run's files; a cell of seeds trained together
+(:mod:`study.cell.loop`) finishes each of its seeds with it, so both leave the same files.
 
 A distilled run also reports how often the teacher's label of a training view differs from the true label
 (:class:`study.train.losses.DistillationLoss` counts it): in history.csv as the share so far at each validation
@@ -77,6 +79,7 @@ class TrainSpec:
     validation: str  # digest of the validation split's indices
     paths: RunPaths
     label: str  # names the run in progress bars and messages
+    cell_switch: int = 1  # train.cell for this device: seeds per vmapped step (study.cell); recorded in metrics
 
     @property
     def step(self) -> StepSpec:
@@ -118,8 +121,7 @@ def train_run(spec: TrainSpec, model: nn.Module, loss_fn: nn.Module, data: RunDa
     run = spec.run.with_normalisation(mean_list, std_list)
     if paths.initial is not None:  # before any step (a resumed run rebuilt the same weights from its seed)
         save_trained(paths.initial, model, run)
-    train_split, val_split, test_split = (DeviceSplit(*arrays, device) for arrays in (train, data.validation,
-                                                                                      data.test))
+    train_split, val_split = DeviceSplit(*train, device), DeviceSplit(*data.validation, device)
 
     model = model.to(device)
     if spec.channels_last:
@@ -172,11 +174,44 @@ def train_run(spec: TrainSpec, model: nn.Module, loss_fn: nn.Module, data: RunDa
                         _teacher_views(distilled))
             tic = time.perf_counter()
     progress.close()
+    views = _teacher_views(distilled)
+    extra = {"cell": {"switch": spec.cell_switch, "seeds": [run.seed]}}
+    if graphed:  # only where it applies, so that CPU runs' files stay as they were
+        extra["graph"] = ("after host-side augmentation" if not train_step.inline_batch else
+                          "whole step, crop and flip drawn on the device" if train_step.device_crop else "whole step")
+    return finish_run(spec, model, run, data, Trained(step, history, float(loss_sum), train_seconds, views,
+                                                      train_step.precision, train_step.compiled, extra), autocast)
 
+
+@dataclass(frozen=True)
+class Trained:
+    """Where a run's loop ended, for :func:`finish_run`."""
+
+    steps: int
+    history: list[dict]  # one row per validation point (_history_row)
+    loss_sum: float  # the training loss summed since the last validation point
+    train_seconds: float
+    teacher_views: tuple[int, int] | None  # a distilled run's (views labelled, views the teacher labels otherwise)
+    precision: str  # of the forward passes: "bf16" or "fp32"
+    compiled: bool
+    extra: dict  # the loop's own metrics entries (how the step ran), written after the common ones
+
+
+def finish_run(spec: TrainSpec, model: nn.Module, run: RunSpec, data: RunData, trained: Trained,
+               autocast) -> dict:
+    """Score the trained ``model`` once on the test set and on its first training images, and write the run's
+    files (model.pt, predictions.npy, history.csv, metrics.json, the resume state marked complete); return its
+    metrics. ``run`` is the spec with the training set's normalisation, which every score uses."""
+    device, paths = spec.device, spec.paths
+    mean, std = torch.tensor(run.mean, device=device), torch.tensor(run.std, device=device)
+    history, views = trained.history, trained.teacher_views
     predictions: list[torch.Tensor] = []
-    test_scores = evaluate(model, test_split, mean, std, eval_batch_size, channels_last, autocast, predictions)
+    test_split = DeviceSplit(*data.test, device)
+    test_scores = evaluate(model, test_split, mean, std, spec.eval_batch_size, spec.channels_last, autocast,
+                           predictions)
+    train = data.train
     scored = DeviceSplit(train[0][:_TRAIN_SCORE_IMAGES], train[1][:_TRAIN_SCORE_IMAGES], device)
-    train_scores = evaluate(model, scored, mean, std, eval_batch_size, channels_last, autocast)
+    train_scores = evaluate(model, scored, mean, std, spec.eval_batch_size, spec.channels_last, autocast)
     save_trained(paths.checkpoint, model, run)
     with atomic_path(paths.predictions) as tmp, tmp.open("wb") as file:
         np.save(file, torch.cat(predictions, dim=1).to(torch.int16).cpu().numpy())  # (1 + heads, N)
@@ -184,23 +219,21 @@ def train_run(spec: TrainSpec, model: nn.Module, loss_fn: nn.Module, data: RunDa
 
     with atomic_path(paths.history) as tmp:
         pd.DataFrame(history).to_csv(tmp, index=False)
-    metrics = _metrics(run, budget, test_scores, history, train_seconds, device,
-                       train_step.precision, train_step.compiled)
+    metrics = _metrics(run, spec.budget, test_scores, history, trained.train_seconds, device, trained.precision,
+                       trained.compiled)
     metrics["train_top1"] = round(train_scores["top1"], 6)  # on the subset's first images, unaugmented
     metrics["train_scored_images"] = len(scored)
     metrics["augment"] = spec.augmentation.as_dict()
     metrics["convergence"] = convergence(history)
-    if graphed:  # only where it applies, so that CPU runs' files stay as they were
-        metrics["graph"] = ("after host-side augmentation" if not train_step.inline_batch else
-                            "whole step, crop and flip drawn on the device" if train_step.device_crop else "whole step")
-    views = _teacher_views(distilled)
+    metrics.update(trained.extra)
     if views is not None:
         metrics["teacher_views_seen"], metrics["teacher_views_disagreeing"] = views
         metrics["teacher_view_disagreement"] = round(_share(views), 6)
     write_json(paths.metrics, metrics)
     # The resume state now equals the final model; keeping it would let a rerun with the same settings
     # skip training, but DVC reruns a stage only when something changed, so it is dropped to save space.
-    save_resume(paths.resume, "complete", None, None, step, history, loss_sum, 0, train_seconds, views)
+    save_resume(paths.resume, "complete", None, None, trained.steps, history, trained.loss_sum, 0,
+                trained.train_seconds, views)
     return metrics
 
 

@@ -15,9 +15,11 @@ import os
 import re
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from study.core.config import Params
+from study.infra.engine.cells import cells, joined
 from study.infra.engine.params import engine_params
 from study.infra.engine.executor import LOG_DIR, Executor, choose
 from study.infra.engine.interrupts import Interrupts
@@ -25,7 +27,7 @@ from study.infra.engine.pipeline import RECORDED, RUN, UP_TO_DATE, Pipeline, Pla
 from study.infra.engine.progress import Progress
 from study.infra.engine.resources import (Reservation, concurrency_warning, is_training, reservation,
                                          with_cpus_per_run)
-from study.infra.engine.schedule import DONE, SKIPPED, Schedule
+from study.infra.engine.schedule import DONE, SKIPPED, WAITING, Schedule
 from study.infra.engine.tasks import Job
 from study.core.errors import StudyError
 from study.core.runtime import THREADS_VARIABLE
@@ -79,7 +81,8 @@ class _Driver:
         self.schedule = Schedule(list(self.stages), plan.upstream)
         self.node_cpus = executor.node_cpus()
         self.gpus = executor.has_gpus() and params.train.device != "cpu"
-        self.in_flight: dict[str, tuple] = {}  # stage handed to the executor -> (its handle, Job)
+        self.in_flight: dict[str, tuple] = {}  # stage handed to the executor -> (its handle, Job); a cell's share one
+        self.cell_size = _cell_size(params, self.gpus)
         self.failures: dict[str, str] = {}  # stage -> its error line
         self.ran = 0
         self.ran_warm = 0  # of those, the stages a warm worker ran
@@ -115,36 +118,54 @@ class _Driver:
                 f"on {self.executor.where}; dvc.lock records them{warm}")
 
     def _start_ready(self) -> None:
-        """Start every stage whose upstream stages are done (DVC may find some up to date at once)."""
-        while ready := self.schedule.ready():
-            for name in ready:
-                self._start(name)
+        """Start every stage whose upstream stages are done (DVC may find some up to date at once); with
+        ``train.cell`` above 1, the training stages of one cell as one job (:mod:`~study.infra.engine.cells`)."""
+        while True:
+            ready = self.schedule.ready()
+            waiting = [n for n in self.schedule.order if self.schedule.state[n] == WAITING and n not in ready]
+            groups, _held = cells(ready, waiting, lambda n: self.pipeline.commands(self.stages[n]), self.cell_size)
+            if not groups:
+                return
+            for group in groups:
+                self._start(group)
 
-    def _start(self, name: str) -> None:
-        stage = self.stages[name]
-        try:
-            with self.interrupts.protected():  # outputs removed and locks taken together, or not at all
-                decision = self.pipeline.prepare(stage)
-        except StudyError as err:
-            self._fail(name, f"error: {err}")
+    def _start(self, group: list[str]) -> None:
+        """Start the stages of ``group`` (one, or a cell's) that DVC finds out of date, as one job."""
+        to_run = []
+        for name in group:
+            stage = self.stages[name]
+            try:
+                with self.interrupts.protected():  # outputs removed and locks taken together, or not at all
+                    decision = self.pipeline.prepare(stage)
+            except StudyError as err:
+                self._fail(name, f"error: {err}")
+                continue
+            if decision == UP_TO_DATE:
+                self.schedule.finish(name)
+                self.progress.up_to_date(name)
+            elif decision == RECORDED:
+                self.schedule.finish(name)
+                self.progress.recorded(name, "restored by DVC and recorded")
+            else:
+                assert decision == RUN
+                to_run.append(name)
+        if not to_run:
             return
-        if decision == UP_TO_DATE:
-            self.schedule.finish(name)
-            self.progress.up_to_date(name)
-        elif decision == RECORDED:
-            self.schedule.finish(name)
-            self.progress.recorded(name, "restored by DVC and recorded")
-        else:
-            assert decision == RUN
-            job = self._job(stage)
-            for log in _logs(job):
-                log.unlink(missing_ok=True)  # the worker creates them when the stage starts: see _started
-            self.in_flight[name] = (self.executor.submit(job, self._reservation(stage)), job)
+        job = self._job([self.stages[name] for name in to_run])
+        for log in _logs(job):
+            log.unlink(missing_ok=True)  # the worker creates them when the stage starts: see _started
+        handle = self.executor.submit(job, self._reservation(self.stages[to_run[0]]))
+        for name in to_run:
+            self.in_flight[name] = (handle, job)
             self.schedule.start(name)
-            self.progress.refresh()
+        self.progress.refresh()
 
-    def _job(self, stage) -> Job:
+    def _job(self, stages: list) -> Job:
+        """One stage's job, or one job training a cell's stages together (each stage's command joined)."""
+        stage = stages[0]
         commands = self.pipeline.commands(stage)
+        if len(stages) > 1:
+            commands = (joined([self.pipeline.commands(s)[0] for s in stages]),)
         env = self.pipeline.environment(stage)
         threads = self._reservation(stage).threads
         if threads is not None:
@@ -157,8 +178,9 @@ class _Driver:
         # environment is kept; an empty one is not (libgomp warns about it on stderr, in every stage).
         if self.executor.side_by_side and not os.environ.get("OMP_WAIT_POLICY"):
             env["OMP_WAIT_POLICY"] = "PASSIVE"
-        log = Path(self.pipeline.root, LOG_DIR, re.sub(r"[^\w@.,=+-]", "_", stage.addressing))
-        return Job(stage=stage.addressing, commands=commands, cwd=stage.wdir, log=str(log), env=env, warm=self.warm)
+        name = stage.addressing + (f"+{len(stages) - 1}" if len(stages) > 1 else "")  # a cell: its first stage's
+        log = Path(self.pipeline.root, LOG_DIR, re.sub(r"[^\w@.,=+-]", "_", name))
+        return Job(stage=name, commands=commands, cwd=stage.wdir, log=str(log), env=env, warm=self.warm)
 
     def training_reservation(self) -> Reservation:
         """What one training stage reserves (engine.cpus_per_run, else train.threads)."""
@@ -176,25 +198,36 @@ class _Driver:
         """Wait (briefly) for a task to end; record each one that ended well, fail the others."""
         if not self.in_flight:
             return
-        handles = {handle: name for name, (handle, _job) in self.in_flight.items()}
+        handles: dict = {}  # a handle -> its stages (a cell's several)
+        for name, (handle, _job) in self.in_flight.items():
+            handles.setdefault(handle, []).append(name)
         for handle in self.executor.finished(list(handles), timeout=_POLL_SECONDS):
-            name = handles[handle]
-            job = self.in_flight.pop(name)[1]
+            names = handles[handle]
+            job = self.in_flight[names[0]][1]
+            for name in names:
+                del self.in_flight[name]
             outcome = self.executor.outcome(handle, job)
-            if outcome.returncode != 0:
-                self.pipeline.release(name)
-                self._fail(name, outcome.error or f"exit status {outcome.returncode}")
-                continue
-            try:
-                with self.interrupts.protected():  # a stage is recorded whole, or not at all
-                    self.pipeline.record(self.stages[name])
-            except StudyError as err:
-                self._fail(name, f"error: its command succeeded but DVC could not record it: {err}")
-                continue
-            self.schedule.finish(name)
-            self.ran += 1
-            self.ran_warm += outcome.warm
-            self.progress.finished(outcome)
+            for name in names:
+                self._record(name, outcome)
+
+    def _record(self, name: str, outcome) -> None:
+        """Record one stage whose job ended (a cell's job ends for all its stages at once), or fail it."""
+        if outcome.returncode != 0:
+            self.pipeline.release(name)
+            self._fail(name, outcome.error or f"exit status {outcome.returncode}")
+            return
+        try:
+            with self.interrupts.protected():  # a stage is recorded whole, or not at all
+                self.pipeline.record(self.stages[name])
+        except StudyError as err:
+            self._fail(name, f"error: its command succeeded but DVC could not record it: {err}")
+            return
+        self.schedule.finish(name)
+        self.ran += 1
+        self.ran_warm += outcome.warm
+        if outcome.stage != name:  # one of a cell's stages: its line names the cell's job
+            outcome = replace(outcome, stage=f"{name} (cell {outcome.stage})")
+        self.progress.finished(outcome)
 
     def _write_lock(self, force: bool) -> None:
         """dvc.lock gets the recorded stages' entries in batches (:mod:`~study.infra.engine.lockfile`)."""
@@ -212,11 +245,21 @@ class _Driver:
         names = [f"{name} ({'running' if name in started else 'queued'})" for name in self.in_flight]
         self.progress.line(f"interrupted: stopping {len(names)} stage(s): {', '.join(names) or 'none'}")
         with self.interrupts.protected():
-            self.executor.cancel([handle for handle, _job in self.in_flight.values()], timeout=_STOP_SECONDS)
+            self.executor.cancel(list({handle: None for handle, _job in self.in_flight.values()}),
+                                 timeout=_STOP_SECONDS)
             for name in self.in_flight:
                 self.pipeline.release(name)
         self.in_flight.clear()
 
+
+
+def _cell_size(params: Params, gpus: bool) -> int:
+    """Seeds per cell on the device the training stages get (``train.cell``); 1 where the cell step cannot train:
+    it runs eagerly in float32 (study.cell.step), so bf16 (``auto`` on a GPU) or compile keep one seed per step."""
+    train = params.train
+    size = train.cell.cuda if gpus else train.cell.cpu
+    bf16 = train.precision == "bf16" or (train.precision == "auto" and gpus)
+    return 1 if bf16 or train.compile else size
 
 
 def _logs(job: Job) -> tuple[Path, Path]:
