@@ -93,9 +93,9 @@ MLP_DEFAULTS: dict[str, Any] = {"hidden": [176]}
 
 def _rung_traits(arch_args: Mapping[str, Any]) -> Traits:
     """A ladder rung (study.models.ladder): the ViT's tokens, without a prefix token where ``class_token`` is false,
-    with attention maps only while its ``token_mixer`` is attention."""
+    with attention maps only while its ``token_mixer`` is an attention (global or local)."""
     return replace(VIT, prefix_tokens=1 if arch_args.get("class_token", True) else 0,
-                   attention=arch_args.get("token_mixer", "attention") == "attention")
+                   attention=arch_args.get("token_mixer", "attention") in ("attention", "local_attention"))
 
 
 FAMILIES: Mapping[str, Family] = {family.name: family for family in (

@@ -13,12 +13,15 @@ Steps (``--step``; default: all, in this order), each sized for one 10-minute de
 * ``profile`` — the headline models' study step under ``torch.profiler`` (:mod:`benchmarks.profile`): the GPU's
   busy time against the step's wall time, and the kernel kinds that take it, so that a missed MFU target has a
   reason.
-* ``default-study`` and ``gpu-preset`` — ``dvc repro`` (or ``study run --jobs N [--warm]``) of the default study
-  (the ``--params`` file) and of a GPU preset (``--preset``, default ``configs/whole_range_gpu.yaml``) in a scratch
-  copy of the project (:mod:`benchmarks.acceptance.scratch_repro`), so that the checkout's params.yaml and dvc.lock
-  are never touched, with each stage's wall time and an archive of what the copy wrote (reports, dvc.lock, every
-  run's metrics). A run that reaches its time limit is stopped, and the table says so and how many stages it
-  finished (``fashionmnist_gpu``'s 75 runs of up to 126,563 steps cannot end inside one device call).
+* ``default-study``, ``cells``, ``gpu-preset`` and ``ladder-preset`` — ``dvc repro`` (or ``study run --jobs N
+  [--warm]``) of the default study (the ``--params`` file), of its training stages with each cell's seeds in one
+  vmapped float32 step (``study run``, which groups a cell's stages; with ``--smoke`` the first model's first
+  cell), of the whole-range confirmatory preset (``--preset``, default ``configs/confirmatory_gpu.yaml``) and of the
+  GPU ladder (``--ladder-preset``, default ``configs/ladder_gpu.yaml``), each in a scratch copy of the project
+  (:mod:`benchmarks.acceptance.scratch_repro`), so that the checkout's params.yaml and dvc.lock are never touched,
+  with each stage's wall time and an archive of what the copy wrote (reports, dvc.lock, every run's metrics). A run
+  that reaches its time limit is stopped, and the table says so and how many stages it finished. How long a
+  preset's training takes at measured rates is :mod:`benchmarks.acceptance.sizing`'s arithmetic.
 
 Every step adds its rows to ``bench.csv``, ``variants.csv``, ``startup.csv``, ``profile.csv`` (with ``kernels.csv``)
 or ``stages.csv`` in the output folder (replacing that step's rows from an earlier call) and renders

@@ -45,7 +45,8 @@ def runs_from_metrics(project: Path) -> pd.DataFrame:
                      "seed": m["seed"], "budget_factor": m.get("budget_factor", 1.0), "test_top1": m["test_top1"],
                      "steps": m["budget"]["steps"], "train_seconds": m["train_seconds"],
                      "images_per_s": m["throughput_images_per_s"], "graph": m.get("graph", "off"),
-                     "device": m["device"], "precision": m["precision"]})
+                     "device": m["device"], "precision": m["precision"],
+                     "cell_seeds": len(m.get("cell", {}).get("seeds", [m["seed"]]))})
     return pd.DataFrame(rows)
 
 

@@ -28,8 +28,9 @@ from study.presets import commit_all
 # Top-level entries of the checkout that a scratch copy leaves out: environments, kits, pipeline outputs, caches.
 _NOT_COPIED = {".git", ".venv", ".kit", ".whl", ".carry", ".gl", "runs", "data", "reports", "build", ".pytest_cache"}
 _STOP_GRACE_SECONDS = 10.0
-# `study run`'s line for each finished stage (study.infra.engine.progress): "train@vit-0.5-0 (41 s): train: ...".
-_FINISHED = re.compile(r"^(?P<stage>\S+) \((?P<seconds>[\d.]+) s\): (?P<last>.*)$")
+# `study run`'s line for each finished stage (study.infra.engine.progress): "train@vit-0.5-0 (41 s): train: ...", or
+# for a stage trained in a cell "train@vit-0.5-1 (cell train@vit-0.5-0+2) (41 s): train: ...".
+_FINISHED = re.compile(r"^(?P<stage>\S+)(?: \(cell \S+\))? \((?P<seconds>[\d.]+) s\): (?P<last>.*)$")
 # ... and its line for a stage that failed: "train@vit-0.5-0: FAILED; skipping 3 stage(s) downstream".
 _FAILED = re.compile(r"^(?P<stage>\S+): FAILED")
 

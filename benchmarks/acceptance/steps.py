@@ -27,8 +27,10 @@ from study.core.io import atomic_path, read_json, write_json, write_text
 from study.outputs.tables import markdown_table
 from study.train.augment import Augmentation
 
-STEPS = ("bench", "bench-presets", "steps", "startup", "profile", "default-study", "gpu-preset")
+STEPS = ("bench", "bench-presets", "steps", "startup", "profile", "default-study", "cells", "gpu-preset",
+         "ladder-preset")
 BENCH_STEPS, VARIANTS_STEP, STARTUP_STEP, PROFILE_STEP, STUDY_STEPS = STEPS[:2], STEPS[2], STEPS[3], STEPS[4], STEPS[5:]
+CELLS_STEP = "cells"
 # The headline models and the targets the GPU acceptance checks (docs/gpu/README.md, "The targets"): MFU
 # against the measured bf16 peak, and img/s against the usual DataLoader recipe in the same run; the default
 # study end to end.
@@ -149,6 +151,8 @@ def device_runs_section(runs: pd.DataFrame, gpu: bool) -> list[str]:
     """Per model, how fast the study's runs trained inside their stages: the images/s of each run's own steps."""
     if "budget_factor" not in runs:  # a call that finished no run
         return []
+    if "step" in runs:  # the cell path's runs have their own section
+        runs = runs[runs["step"] != CELLS_STEP]
     runs = runs[runs["budget_factor"] == 1.0]
     if runs.empty:
         return []
@@ -167,6 +171,29 @@ def device_runs_section(runs: pd.DataFrame, gpu: bool) -> list[str]:
             best = row.iloc[0]["median_img_s"]
             verdicts.append(f"{model} median {best:,.0f} img/s (target {target:,}): {'met' if best >= target else 'not met'}")
     return lines + (["Targets: " + "; ".join(verdicts), ""] if verdicts and gpu else [])
+
+
+def cells_section(runs: pd.DataFrame) -> list[str]:
+    """Per model, the in-stage img/s of the default study's runs one seed per step (the default-study step) beside
+    the same runs with each cell's seeds in one vmapped step (the cells step): whether the device gains from cells."""
+    if "step" not in runs or "cell_seeds" not in runs:
+        return []
+    runs = runs[runs["budget_factor"] == 1.0]
+    cells, alone = runs[runs["step"] == CELLS_STEP], runs[runs["step"] == "default-study"]
+    if cells.empty:
+        return []
+    by_model = cells.groupby("model", sort=False).agg(
+        runs=("run", "size"), seeds_per_step=("cell_seeds", "max"), precision=("precision", "first"),
+        cell_img_s=("images_per_s", "median")).reset_index()
+    by_model["cell_total_img_s"] = by_model["cell_img_s"] * by_model["seeds_per_step"]
+    by_model["one_seed_img_s"] = by_model["model"].map(alone.groupby("model")["images_per_s"].median())
+    by_model["ratio"] = by_model["cell_total_img_s"] / by_model["one_seed_img_s"]
+    return ["## A cell's seeds in one step against one seed per step", "",
+            "Each run's own steps as it recorded them (images seen over `train_seconds`). Every seed of a cell "
+            "records the cell's time, so `cell_img_s` is one seed's share and `cell_total_img_s` the cell's, all "
+            "its seeds together; `one_seed_img_s`: the median of the default-study step's runs of the same model "
+            "(empty where that step did not run into this folder); `ratio`: the cell's total over one seed's.", "",
+            markdown_table(by_model.round(2), digits=2), ""]
 
 
 def startup_section(table: pd.DataFrame) -> list[str]:
@@ -243,6 +270,7 @@ def render(out: Path) -> Path:
         parts += startup_section(pd.read_csv(out / "startup.csv"))
     if (out / "device-runs.csv").exists():
         parts += device_runs_section(pd.read_csv(out / "device-runs.csv"), gpu=_on_gpu(out))
+        parts += cells_section(pd.read_csv(out / "device-runs.csv"))
     if (out / "profile.csv").exists():
         kernels = pd.read_csv(out / "kernels.csv") if (out / "kernels.csv").exists() else pd.DataFrame()
         parts += profile_section(pd.read_csv(out / "profile.csv"), kernels)

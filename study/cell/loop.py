@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 
 import torch
-from tqdm import tqdm
 
 from study.cell.resume import cell_fingerprint, load_cell, save_cell
-from study.cell.step import CellStep
+from study.cell.step import CellStep, check_cell_specs
 from study.core.errors import StudyError
 from study.train.artifacts import save_trained
 from study.train.augment import BatchAugment
 from study.train.batches import DeviceSplit, channel_stats
 from study.train.evaluate import evaluate
-from study.train.loop import (_HISTORY_POINTS, RunData, Trained, TrainSpec, _history_row, _sync_elapsed,
-                              finish_run)
+from study.train.loop import _HISTORY_POINTS, RunData, Trained, TrainSpec, _history_row, finish_run
+from study.train.stepping import Progress, walk
 from study.train.losses import DistillationLoss
 
 # A cell trains in float32 (study.cell.step): its scores too.
@@ -40,6 +38,10 @@ def train_cell(specs: list[TrainSpec], models: list, loss_fns: list, data: list[
     device, budget = spec0.device, spec0.budget
     seeds = [spec.run.seed for spec in specs]
     label = f"{spec0.run.model_name} f={spec0.run.fraction} s={','.join(map(str, seeds))}"
+    try:  # before anything is written: a setting the cell step does not take (bf16, compile) names its fix
+        check_cell_specs([spec.step for spec in specs])
+    except ValueError as exc:
+        raise StudyError(f"{label}: {exc}") from None
     runs, splits, val_splits, augments, norms = [], [], [], [], []
     for spec, model, loss_fn, images in zip(specs, models, loss_fns, data):
         mean_list, std_list = channel_stats(images.train[0])
@@ -56,64 +58,47 @@ def train_cell(specs: list[TrainSpec], models: list, loss_fns: list, data: list[
         if spec.channels_last:
             model.to(memory_format=torch.channels_last)
         loss_fn.to(device).train()
-    try:
-        cell = CellStep([m.train() for m in models], loss_fns, splits, augments, [spec.step for spec in specs])
-    except ValueError as exc:  # a setting the cell step does not take (bf16, compile): its message names the fix
-        raise StudyError(f"{label}: {exc}") from None
+    cell = CellStep([m.train() for m in models], loss_fns, splits, augments, [spec.step for spec in specs])
     resumes = [spec.paths.resume for spec in specs]
     fingerprint = cell_fingerprint([spec.fingerprint for spec in specs])
 
-    step, loss_steps, train_seconds = 0, 0, 0.0
     histories: list[list[dict]] = [[] for _ in seeds]
-    loss_sum = torch.zeros(len(seeds), device=device)
+    progress = Progress(0, torch.zeros(len(seeds), device=device), 0, 0.0)
     restored = load_cell(resumes, fingerprint, device)
     if restored is not None:
         step, state, loops = restored
         state["teacher_views"] = [loop.get("teacher_views") for loop in loops]
         cell.load_state_dict(state)
         histories = [loop["history"] for loop in loops]
-        loss_sum = torch.tensor([loop["loss_sum"] for loop in loops], device=device)
-        loss_steps, train_seconds = loops[0]["loss_steps"], loops[0]["train_seconds"]
+        progress = Progress(step, torch.tensor([loop["loss_sum"] for loop in loops], device=device),
+                            loops[0]["loss_steps"], loops[0]["train_seconds"])
         print(f"{label}: resuming the cell at step {step}/{budget.steps}")
-    eval_every = math.ceil(budget.steps / _HISTORY_POINTS)
 
-    def loop_scalars(sums: torch.Tensor, views: list) -> list[dict]:
-        return [{"history": h, "loss_sum": float(s), "loss_steps": loss_steps, "train_seconds": train_seconds,
-                 **({"teacher_views": list(v)} if v is not None else {})} for h, s, v in zip(histories, sums, views)]
+    def validate(at: Progress) -> None:
+        for k, spec in enumerate(specs):
+            model = cell.stack.model(k, like=models[k])
+            val = evaluate(model, val_splits[k], *norms[k], spec.eval_batch_size, spec.channels_last, _FP32)
+            histories[k].append(_history_row(at.step, budget, float(at.loss_sum[k]) / at.loss_steps, val,
+                                             cell.optimizer, at.train_seconds, _views(loss_fns[k])))
 
-    progress = tqdm(total=budget.steps, initial=step, desc=label, unit="step", mininterval=2, disable=None)
-    tic = time.perf_counter()
-    while step < budget.steps:
-        loss_sum += cell(step).float()
-        loss_steps += 1
-        step += 1
-        progress.update()
-        if device.type != "cuda":
-            _check_finite(loss_sum, step, label, seeds)
-        if step % eval_every == 0 or step == budget.steps:
-            _check_finite(loss_sum, step, label, seeds)
-            train_seconds += _sync_elapsed(tic, device)
-            for k, spec in enumerate(specs):
-                model = cell.stack.model(k, like=models[k])
-                val = evaluate(model, val_splits[k], *norms[k], spec.eval_batch_size, spec.channels_last, _FP32)
-                histories[k].append(_history_row(step, budget, float(loss_sum[k]) / loss_steps, val, cell.optimizer,
-                                                 train_seconds, _views(loss_fns[k])))
-            loss_sum.zero_()
-            loss_steps = 0
-            tic = time.perf_counter()
-        if step % spec0.checkpoint_every == 0 and step < budget.steps:
-            _check_finite(loss_sum, step, label, seeds)
-            train_seconds += _sync_elapsed(tic, device)
-            state = cell.state_dict()
-            views = state.pop("teacher_views")
-            save_cell(resumes, fingerprint, step, state, loop_scalars(loss_sum, views))
-            tic = time.perf_counter()
-    progress.close()
+    def checkpoint(at: Progress) -> None:
+        state = cell.state_dict()
+        views = state.pop("teacher_views")
+        loops = [{"history": h, "loss_sum": float(s), "loss_steps": at.loss_steps, "train_seconds": at.train_seconds,
+                  **({"teacher_views": list(v)} if v is not None else {})}
+                 for h, s, v in zip(histories, at.loss_sum, views)]
+        save_cell(resumes, fingerprint, at.step, state, loops)
+
+    walk(progress, budget.steps, cell, device=device, eval_every=math.ceil(budget.steps / _HISTORY_POINTS),
+         checkpoint_every=spec0.checkpoint_every, label=label,
+         check_finite=lambda at: _check_finite(at.loss_sum, at.step, label, seeds), validate=validate,
+         checkpoint=checkpoint)
 
     results = []
     for k, spec in enumerate(specs):
-        trained = Trained(step, histories[k], float(loss_sum[k]), train_seconds, _views(loss_fns[k]), cell.precision,
-                          False, {"cell": {"switch": spec.cell_switch, "seeds": seeds}})
+        trained = Trained(progress.step, histories[k], float(progress.loss_sum[k]), progress.train_seconds,
+                          _views(loss_fns[k]), cell.precision, False,
+                          {"cell": {"switch": spec.cell_switch, "seeds": seeds}})
         results.append(finish_run(spec, cell.stack.model(k, like=models[k]), runs[k], data[k], trained, _FP32))
     return results
 

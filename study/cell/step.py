@@ -125,6 +125,21 @@ def stack_inputs(xs: list[torch.Tensor], channels_last: bool) -> torch.Tensor:
     return nhwc.permute(0, 1, 4, 2, 3)  # (K, B, C, H, W) view: each seed's (B, C, H, W) channels-last
 
 
+def check_cell_specs(specs: list[StepSpec]) -> None:
+    """ValueError, naming the fix, unless ``specs`` can train as one cell: seeds that share everything but their
+    seed, eagerly, in float32. Checked before a cell writes anything."""
+    if not specs:
+        raise ValueError("a cell needs at least one seed")
+    if len({replace(spec, seed=0) for spec in specs}) != 1:
+        raise ValueError("a cell's seeds must share everything but their seed (recipe, steps, batch, device)")
+    spec = specs[0]
+    if spec.compile:
+        raise ValueError("a cell's step runs eagerly: torch.compile of its vmap is not supported; set compile off")
+    if resolved_precision(spec.device, spec.precision) == "bf16":
+        raise ValueError("bf16 autocast under vmap failed in the backward of both the ViT and the ResNet-8 "
+                         "(docs/gpu/h100-2026-11-28); train a cell in fp32 (train.precision: fp32)")
+
+
 class CellStep:
     """One optimiser step of every seed of a cell, as a function of the step number.
 
@@ -136,17 +151,10 @@ class CellStep:
 
     def __init__(self, models: list[nn.Module], loss_fns: list[nn.Module], splits: list[DeviceSplit],
                  augments: list[BatchAugment], specs: list[StepSpec]) -> None:
-        if not len(models) == len(loss_fns) == len(splits) == len(augments) == len(specs) > 0:
+        if not len(models) == len(loss_fns) == len(splits) == len(augments) == len(specs):
             raise ValueError("a cell needs one model, loss, split, augmentation and step spec per seed")
-        shared = {replace(spec, seed=0) for spec in specs}
-        if len(shared) != 1:
-            raise ValueError("a cell's seeds must share everything but their seed (recipe, steps, batch, device)")
+        check_cell_specs(specs)
         spec = specs[0]
-        if spec.compile:
-            raise ValueError("a cell's step runs eagerly: torch.compile of its vmap is not supported; set compile off")
-        if resolved_precision(spec.device, spec.precision) == "bf16":
-            raise ValueError("bf16 autocast under vmap failed in the backward of both the ViT and the ResNet-8 "
-                             "(docs/gpu/h100-2026-11-28); train a cell in fp32 (train.precision: fp32)")
         self.seeds = [s.seed for s in specs]
         self.loss_fns, self.splits, self.augments = loss_fns, splits, augments
         self.recipe, self.total_steps, self.device, self.channels_last = (spec.recipe, spec.total_steps, spec.device,

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from benchmarks.acceptance import steps as acc
 from benchmarks.acceptance.device_runs import compare, paired_runs, runs_from_log, runs_from_metrics
@@ -27,11 +28,11 @@ from benchmarks.from_params import bench_models, bench_shape
 from benchmarks.profile import profile_models
 from benchmarks.startup import time_startup
 from study.core import runtime
-from study.core.config import parse_params
+from study.core.config import Params, parse_params
 from study.stats.confidence import confidence
 from study.core.errors import StudyError
 from study.core.entry import configured
-from study.presets import preset_params, preset_text
+from study.presets import header, merged, params_text, preset_params, preset_text
 
 # Where scripts/device-kit puts the default study's dataset for a device machine, which cannot download it.
 KIT_DATASET = Path(".kit", "fashion-mnist")
@@ -52,8 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "once) instead of `dvc repro`")
     p.add_argument("--warm", action="store_true", help="with --jobs: `study run --warm` (each stage in a fork of a "
                    "warm worker that imported torch once)")
-    p.add_argument("--preset", default="whole_range_gpu", help="the gpu-preset step's preset, a configs/ name "
-                   "(default whole_range_gpu: the default study over 0.25-100%% of the data, sized for one call)")
+    p.add_argument("--preset", default="confirmatory_gpu", help="the gpu-preset step's preset, a configs/ name "
+                   "(default confirmatory_gpu: the confirmatory study over 0.25-100%% of the data on fresh seeds)")
+    p.add_argument("--ladder-preset", default="ladder_gpu", help="the ladder-preset step's preset (default "
+                   "ladder_gpu: the ladder's rungs up to the whole training set)")
     p.add_argument("--gpus-per-run", type=float, help="with --jobs: engine.gpus_per_run of the studies' scratch "
                    "copies (the share of the GPU each stage takes; 0.125 runs eight at once)")
     p.add_argument("--dataset-files", type=Path, help="Fashion-MNIST's IDX files, copied into the scratch copy's "
@@ -86,8 +89,9 @@ def main(args: argparse.Namespace) -> str:
     steps = args.step or list(acc.STEPS)
     sizes = acceptance_sizes(args.smoke)
     names = list(sizes.bench_presets)  # the presets whose models are benched
-    if "gpu-preset" in steps and not args.smoke:  # checked before anything is written
-        names.append(args.preset)
+    if not args.smoke:  # checked before anything is written
+        names += [name for step, name in (("gpu-preset", args.preset), ("ladder-preset", args.ladder_preset))
+                  if step in steps]
     presets = {name: parse_params(preset_params(root, name), source=f"configs/{name}.yaml") for name in names}
     device = runtime.pick_device(params.train.device)
     if device.type == "cuda":
@@ -129,13 +133,17 @@ def main(args: argparse.Namespace) -> str:
             acc.merge_csv(out / "kernels.csv", kernels, step)
             done.append(f"{step}: {len(summary)} models")
             continue
-        name = "smoke" if args.smoke else (None if step == "default-study" else args.preset)
+        preset = {"gpu-preset": args.preset, "ladder-preset": args.ladder_preset}.get(step)
+        name = "smoke" if args.smoke else preset
         study = presets[name] if name else params
         label, text = (f"{name}.yaml", preset_text(root, name)) if name else (args.params.name, args.params.read_text())
         targets = ([f"train@{study.baselines[0]}-{study.fractions[0]}-{study.seeds[0]}"]
                    if step == "default-study" and not sizes.whole_default_study else [])
-        limit = (min(args.time_limit, sizes.preset_seconds) if step == "gpu-preset" and sizes.preset_seconds
-                 else args.time_limit)
+        jobs = args.jobs
+        if step == acc.CELLS_STEP:  # cells exist only under `study run`, which groups a cell's stages
+            text, targets = cell_study(text, study, whole=sizes.whole_default_study)
+            jobs = jobs or 1
+        limit = (min(args.time_limit, sizes.preset_seconds) if preset and sizes.preset_seconds else args.time_limit)
         files = dataset_files if study.data.dataset == "fashionmnist" else None
         if args.gpus_per_run is not None:
             if "\nengine:" in "\n" + text:
@@ -143,7 +151,7 @@ def main(args: argparse.Namespace) -> str:
             text += f"\nengine: {{gpus_per_run: {args.gpus_per_run}}}  # study gpu-acceptance --gpus-per-run\n"
         with tempfile.TemporaryDirectory(prefix="study-acceptance-") as scratch:
             project = scratch_copy(root, Path(scratch) / "project", text, files, study.data.root)
-            rows, summary = timed_repro(project, targets, limit, out / f"dvc-{step}.log", jobs=args.jobs,
+            rows, summary = timed_repro(project, targets, limit, out / f"dvc-{step}.log", jobs=jobs,
                                         warm=args.warm)
             acc.merge_csv(out / "device-runs.csv", runs_from_metrics(project), step)
             archive_outputs(project, out / f"{step}-outputs.tar.gz")
@@ -154,6 +162,21 @@ def main(args: argparse.Namespace) -> str:
                     + ("" if summary["returncode"] == 0 or summary["stopped"] else " (FAILED, see the log)"))
     report = acc.render(out)
     return f"gpu-acceptance on {device.type}: " + "; ".join(done) + f" -> {report}"
+
+
+def cell_study(text: str, study: Params, whole: bool) -> tuple[str, list[str]]:
+    """The cells step's params (``text`` with every seed of a cell in one step, in float32: the cell step takes no
+    bf16) and targets: on a GPU every training stage of the study at its budget, so that its in-stage speed stands
+    beside the default-study step's one seed per step; in the smoke check the first model's first cell."""
+    seeds = len(study.seeds)
+    raw = merged(yaml.safe_load(text), {"train": {"precision": "fp32", "cell": {"cpu": seeds, "cuda": seeds}}})
+    comment = header(text) + f"\n# study gpu-acceptance --step cells: a cell's {seeds} seeds in one step, float32.\n"
+    fraction = study.fractions[0]
+    cell = [f"train@{study.baselines[0]}-{fraction}-{seed}" for seed in study.seeds]
+    every = [f"train@{m}-{f}-{s}" for m in study.baselines for f in study.fractions for s in study.seeds]
+    if study.distill is not None:
+        every += [f"distill@d0-{f}-{s}" for f in study.fractions for s in study.seeds]
+    return params_text(raw, comment), every if whole else cell
 
 
 def _default_study_runs(out: Path) -> pd.DataFrame:

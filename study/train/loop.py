@@ -16,14 +16,12 @@ distillation then adds nothing to the true labels.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn as nn
-from tqdm import tqdm
 
 from study.core.errors import StudyError
 from study.core.io import atomic_path, write_json
@@ -39,6 +37,7 @@ from study.train.recipe import Recipe
 from study.train.resume import load_resume, run_fingerprint, save_resume
 from study.train.spec import RunSpec
 from study.train.step import StepSpec, TrainStep, resolved_precision
+from study.train.stepping import Progress, walk
 
 # Validation evaluations per run, evenly spaced: a coarse learning curve whose last two points span the last
 # quarter of the steps, for the convergence check (study.train.convergence). Each is one validation pass.
@@ -113,7 +112,6 @@ def train_run(spec: TrainSpec, model: nn.Module, loss_fn: nn.Module, data: RunDa
     """Train ``model`` under ``loss_fn`` for ``spec.budget.steps`` steps and write the run's files; return its
     metrics."""
     device, budget, paths, label = spec.device, spec.budget, spec.paths, spec.label
-    on_gpu = device.type == "cuda"
     train = data.train
     mean_list, std_list = channel_stats(train[0])
     mean = torch.tensor(mean_list, device=device)
@@ -140,47 +138,35 @@ def train_run(spec: TrainSpec, model: nn.Module, loss_fn: nn.Module, data: RunDa
     step, history = state["step"], state["history"]
     if distilled is not None:
         distilled.restore_teacher_views(*state["teacher_views"])
-    loss_sum = torch.tensor(state["loss_sum"], device=device)
-    loss_steps, train_seconds = state["loss_steps"], state["train_seconds"]
+    progress = Progress(step, torch.tensor(state["loss_sum"], device=device), state["loss_steps"],
+                        state["train_seconds"])
     if step:
         print(f"{label}: resuming at step {step}/{budget.steps}")
 
     model.train()
     loss_fn.train()
-    progress = tqdm(total=budget.steps, initial=step, desc=label, unit="step", mininterval=2, disable=None)
-    tic = time.perf_counter()
-    while step < budget.steps:
-        loss_sum += train_step(step).float()
-        loss_steps += 1
-        step += 1
-        progress.update()
-        # On CPU a finiteness check costs nothing (no device to sync); on GPU it waits for the log points.
-        if not on_gpu:
-            _check_finite(loss_sum, step, label)
-        if step % eval_every == 0 or step == budget.steps:
-            _check_finite(loss_sum, step, label)
-            train_seconds += _sync_elapsed(tic, device)
-            val = evaluate(model, val_split, mean, std, eval_batch_size, channels_last, autocast)
-            history.append(_history_row(step, budget, float(loss_sum) / loss_steps, val, optimizer, train_seconds,
-                                        _teacher_views(distilled)))
-            loss_sum.zero_()
-            loss_steps = 0
-            progress.set_postfix(val_top1=f"{val['top1']:.3f}")
-            tic = time.perf_counter()
-        if step % spec.checkpoint_every == 0 and step < budget.steps:
-            _check_finite(loss_sum, step, label)
-            train_seconds += _sync_elapsed(tic, device)
-            save_resume(paths.resume, fingerprint, model, optimizer, step, history, loss_sum, loss_steps, train_seconds,
-                        _teacher_views(distilled))
-            tic = time.perf_counter()
-    progress.close()
+
+    def validate(at: Progress) -> dict:
+        val = evaluate(model, val_split, mean, std, eval_batch_size, channels_last, autocast)
+        history.append(_history_row(at.step, budget, float(at.loss_sum) / at.loss_steps, val, optimizer,
+                                    at.train_seconds, _teacher_views(distilled)))
+        return {"val_top1": f"{val['top1']:.3f}"}
+
+    def checkpoint(at: Progress) -> None:
+        save_resume(paths.resume, fingerprint, model, optimizer, at.step, history, at.loss_sum, at.loss_steps,
+                    at.train_seconds, _teacher_views(distilled))
+
+    walk(progress, budget.steps, train_step, device=device, eval_every=eval_every,
+         checkpoint_every=spec.checkpoint_every, label=label,
+         check_finite=lambda at: _check_finite(at.loss_sum, at.step, label), validate=validate, checkpoint=checkpoint)
     views = _teacher_views(distilled)
     extra = {"cell": {"switch": spec.cell_switch, "seeds": [run.seed]}}
     if graphed:  # only where it applies, so that CPU runs' files stay as they were
         extra["graph"] = ("after host-side augmentation" if not train_step.inline_batch else
                           "whole step, crop and flip drawn on the device" if train_step.device_crop else "whole step")
-    return finish_run(spec, model, run, data, Trained(step, history, float(loss_sum), train_seconds, views,
-                                                      train_step.precision, train_step.compiled, extra), autocast)
+    return finish_run(spec, model, run, data, Trained(progress.step, history, float(progress.loss_sum),
+                                                      progress.train_seconds, views, train_step.precision,
+                                                      train_step.compiled, extra), autocast)
 
 
 @dataclass(frozen=True)
@@ -235,12 +221,6 @@ def finish_run(spec: TrainSpec, model: nn.Module, run: RunSpec, data: RunData, t
     save_resume(paths.resume, "complete", None, None, trained.steps, history, trained.loss_sum, 0,
                 trained.train_seconds, views)
     return metrics
-
-
-def _sync_elapsed(tic: float, device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - tic
 
 
 def _check_finite(loss_sum: torch.Tensor, step: int, label: str) -> None:

@@ -55,15 +55,16 @@ def test_every_step_writes_its_tables(smoke_run):
                                                "profile.csv", "kernels.csv", "stages.csv", "studies.csv",
                                                "device-runs.csv", "device.json", "dvc-default-study.log",
                                                "dvc-gpu-preset.log", "default-study-outputs.tar.gz",
-                                               "gpu-preset-outputs.tar.gz"}
+                                               "gpu-preset-outputs.tar.gz", "dvc-cells.log", "cells-outputs.tar.gz",
+                                               "dvc-ladder-preset.log", "ladder-preset-outputs.tar.gz"}
     # The device tool brings back at most 8 files from $OUT, and each step is one device call (all of them would
     # not fit its 10 minutes): every step's own files fit.
     per_step = {"bench": {"bench.csv"}, "bench-presets": {"bench.csv"}, "steps": {"variants.csv"},
                 "startup": {"startup.csv"}, "profile": {"profile.csv", "kernels.csv"},
                 "default-study": {"stages.csv", "studies.csv", "device-runs.csv", "dvc-default-study.log",
                                   "default-study-outputs.tar.gz"},
-                "gpu-preset": {"stages.csv", "studies.csv", "device-runs.csv", "dvc-gpu-preset.log",
-                               "gpu-preset-outputs.tar.gz"}}
+                **{step: {"stages.csv", "studies.csv", "device-runs.csv", f"dvc-{step}.log", f"{step}-outputs.tar.gz"}
+                   for step in ("cells", "gpu-preset", "ladder-preset")}}
     assert set(per_step) == set(acc.STEPS)
     assert all(len(files | {"acceptance.md", "device.json"}) <= 8 for files in per_step.values())
 
@@ -244,7 +245,9 @@ def test_folders_of_separate_calls_merge_into_one_report(smoke_run, tmp_path):
     assert main(["gpu-acceptance", "--out", str(merged), *args]) == 0
     for name in set(names) - {"kernels.csv"}:  # on a CPU the profiler records no device kernels: no rows to merge
         ours, theirs = pd.read_csv(merged / name), pd.read_csv(out / name)
-        assert sorted(map(tuple, ours.astype(str).values)) == sorted(map(tuple, theirs.astype(str).values)), name
+        # steps add columns in call order; a step without a column leaves it empty
+        ours, theirs = (t[sorted(t.columns)].astype(object).fillna("-").astype(str) for t in (ours, theirs))
+        assert sorted(map(tuple, ours.values)) == sorted(map(tuple, theirs.values)), name
     assert (merged / "acceptance.md").read_text() == (out / "acceptance.md").read_text()
     assert main(["gpu-acceptance", "--out", str(merged), "--merge", str(tmp_path / "nothing")]) == 2
 
@@ -333,12 +336,14 @@ def test_study_run_lines_give_each_stage_its_time_and_failures():
     lines = io.StringIO("run: 3 stage(s) to check or run\n"
                         "prepare (12 s): prepare: fashionmnist ...\n"
                         "train@vit-0.5-0: FAILED; skipping 2 stage(s) downstream\n"
-                        "train@resnet-0.5-0 (7 s): train: resnet fraction 0.5 seed 0: test top-1 0.9\n")
+                        "train@resnet-0.5-0 (7 s): train: resnet fraction 0.5 seed 0: test top-1 0.9\n"
+                        "train@vit-0.5-1 (cell train@vit-0.5-0+1) (9 s): train: vit fraction 0.5 seeds 0, 1 as one cell\n")
     starts, finished = [], []
     scratch_repro._read_stages(lines, io.StringIO(), starts, 0.0, finished)
     assert starts == []
     assert [(r["stage"], r["status"]) for r in finished] == [
-        ("prepare", "done"), ("train@vit-0.5-0", "failed"), ("train@resnet-0.5-0", "done")]
+        ("prepare", "done"), ("train@vit-0.5-0", "failed"), ("train@resnet-0.5-0", "done"), ("train@vit-0.5-1", "done")]
+    assert finished[3]["seconds"] == 9.0
     assert finished[0]["seconds"] == 12.0 and math.isnan(finished[1]["seconds"])
 
 
@@ -364,3 +369,22 @@ def test_the_whole_range_tables_are_what_its_archived_runs_give(tmp_path):
         pd.testing.assert_frame_equal(pd.read_csv(tmp_path / table), pd.read_csv(folder / table))
     gaps = pd.read_csv(folder / "curves" / "gaps.csv").set_index(["comparison", "train_images"])
     assert gaps.loc[("vit - resnet", 57000), "adj_ci_high"] < 0  # the ResNet still leads at all 57,000 images
+
+
+def test_the_cells_step_trains_one_cell_of_the_smoke_study_as_one_step(smoke_run):
+    """The cell path at smoke size: `study run` joins the first cell's three seeds into one float32 step; each seed
+    writes its run, recording the cell it trained in."""
+    out = smoke_run[1]
+    runs = pd.read_csv(out / "device-runs.csv")
+    cells = runs[runs["step"] == "cells"]
+    assert sorted(cells["seed"]) == [0, 1, 2] and set(cells["model"]) == {"resnet"}
+    assert (cells["cell_seeds"] == 3).all() and (cells["precision"] == "fp32").all()
+    assert cells["train_seconds"].nunique() == 1  # one step for the three: one clock
+    assert (runs.loc[runs["step"] == "default-study", "cell_seeds"] == 1).all()
+    stages = pd.read_csv(out / "stages.csv")
+    trained = stages[(stages["step"] == "cells") & stages["stage"].str.startswith("train@")]
+    assert sorted(trained["stage"]) == [f"train@resnet-0.5-{s}" for s in range(3)] and (trained["status"] == "done").all()
+    text = (out / "acceptance.md").read_text()
+    assert "## A cell's seeds in one step against one seed per step" in text
+    studies = pd.read_csv(out / "studies.csv").set_index("step")
+    assert studies.loc["cells", "returncode"] == 0 and studies.loc["ladder-preset", "stopped"]

@@ -54,7 +54,7 @@ def test_every_study_preset_checks_its_largest_fraction():
     preset without the section would not parse. Every preset checks its largest fraction (the GPU presets and the
     quick one their smallest too; the CPU studies cannot afford it in their time); the smoke preset checks its
     smaller fraction only, at that fraction's cost; the ladder and the confirmatory study check none, and the
-    whole-range GPU preset 20% only (their headers say why)."""
+    whole-range GPU preset 20% only, its confirmatory twin 20% and 100% (their headers say why)."""
     from tests.conftest import load_study, study_files
 
     checked = {name: load_study(name).budget_check.fractions for name in study_files()}
@@ -64,7 +64,7 @@ def test_every_study_preset_checks_its_largest_fraction():
                        "fashionmnist_gpu.yaml": (0.01, 1.0), "cifar10_gpu.yaml": (0.01, 1.0),
                        "cifar100_gpu.yaml": (0.01, 1.0), "smoke.yaml": (0.5,), "check_4pct.yaml": (0.04,),
                        "controls.yaml": (0.01,), "ladder.yaml": (), "ladder_gpu.yaml": (0.0025, 1.0),
-                       "whole_range_gpu.yaml": (0.2,)}
+                       "whole_range_gpu.yaml": (0.2,), "confirmatory_gpu.yaml": (0.2, 1.0)}
     extra = {name: load_study(name).budget_check.seeds for name in study_files()}
     assert extra == {name: () for name in checked} | {"check_4pct.yaml": (3, 4, 5, 6, 7, 8, 9)}
 

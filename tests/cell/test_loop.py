@@ -164,3 +164,11 @@ def test_the_cli_refuses_unpaired_seed_arguments_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: 2 --seed, 1 --subset, 1 --run") and err.count("\n") == 1
     assert not any(tmp_path.iterdir())
+
+
+def test_a_cell_refuses_bf16_before_it_writes_anything(digits, tmp_path):
+    raw = yaml.safe_load(yaml.safe_dump(SMOKE))
+    raw["train"]["precision"] = "bf16"
+    with pytest.raises(StudyError, match="train a cell in fp32"):
+        _cell(parse_params(raw), digits, tmp_path, "vit")
+    assert not [path for path in tmp_path.rglob("*") if path.is_file()]

@@ -130,7 +130,7 @@ def test_a_pool_warns_where_cpu_reservations_hold_it_below_its_jobs():
     assert concurrency_warning(8, 16, two) is None
 
 
-@pytest.mark.parametrize("name", ["whole_range_gpu", "ladder_gpu"])
+@pytest.mark.parametrize("name", ["whole_range_gpu", "confirmatory_gpu", "ladder_gpu"])
 def test_the_gpu_presets_train_eight_stages_at_once_on_sixteen_cores(name):
     """The device machine has 16 cores; the presets' commands use --jobs 8 with a GPU share of 1/8 each."""
     params = parse_params(preset_params(ROOT, name), source=f"configs/{name}.yaml")

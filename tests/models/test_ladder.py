@@ -14,7 +14,7 @@ from study.core.errors import StudyError
 from study.models import attention_probs, build_model, representations
 from study.models.convstem import ConvStem
 from study.models.cost import count_parameters, forward_flops
-from study.models.ladder import MetaViT, MixerBlock, TokenBatchNorm, _OnGrid
+from study.models.ladder import LocalAttention, MetaViT, MixerBlock, TokenBatchNorm, _OnGrid, window_mask
 from study.plan.params import plan_params
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.one_thread
@@ -128,6 +128,11 @@ def test_the_rungs_change_what_they_say_and_nothing_else():
     ({"norm": "groupnorm"}, "norm 'groupnorm' is not supported"),
     ({"stem": "conv7"}, "stem 'conv7' is not supported"),
     ({"bogus": 1}, "unknown override 'bogus'"),
+    ({"token_mixer": "local_attention"}, "class_token: false"),
+    ({**NO_TOKEN, "token_mixer": "local_attention", "attn_window": 4}, "attn_window must be an odd"),
+    ({**NO_TOKEN, "attn_window": 5}, "set token_mixer: local_attention"),
+    ({**NO_TOKEN, "token_mixer": "pool", "mixer_act": "none"}, "set token_mixer: dwconv"),
+    ({**NO_TOKEN, "token_mixer": "dwconv", "mixer_act": "relu"}, "mixer_act 'relu' is not supported"),
 ])
 def test_impossible_rungs_are_refused_in_one_line(args, message):
     with pytest.raises(StudyError, match=message) as err:
@@ -219,3 +224,69 @@ def test_only_the_attention_rungs_go_to_the_attention_analyses():
         else:
             with pytest.raises(StudyError, match="no attention maps"):
                 attention_probs(rung, torch.zeros(1, 1, 28, 28))
+
+
+LOCAL = {**NO_TOKEN, "token_mixer": "local_attention"}
+
+
+def test_the_window_mask_is_each_tokens_neighbourhood_on_the_grid():
+    mask = window_mask((3, 4), 3)  # (12, 12), token r·4 + c
+    assert mask.shape == (12, 12) and torch.equal(mask, mask.T) and mask.diagonal().all()
+    assert mask[0].nonzero().flatten().tolist() == [0, 1, 4, 5]  # a corner: its 2x2 of the 3x3
+    assert mask[5].sum() == 9 and mask[5, 10] and not mask[5, 3]  # (1, 1): all 9; (2, 2) in, (0, 3) out
+    assert window_mask((3, 4), 7).all()  # a window of the whole grid and more
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "batchnorm"])
+def test_local_attention_with_a_window_over_the_grid_is_the_global_rung_exactly(norm):
+    """The same draws and the same state dict as the global-attention rung, and with a window covering the 7x7 grid
+    the same outputs, logits, probabilities and gradients, bit for bit."""
+    torch.manual_seed(0)
+    glob = build_model("ladder", 10, 28, 1, **SMALL, **NO_TOKEN, norm=norm)
+    torch.manual_seed(0)
+    local = build_model("ladder", 10, 28, 1, **SMALL, **LOCAL, norm=norm, attn_window=13)
+    ours, theirs = local.state_dict(), glob.state_dict()
+    assert list(ours) == list(theirs) and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    mixers = [m for m in local.modules() if isinstance(m, LocalAttention)]
+    assert len(mixers) == 2 and all(m.mask.all() for m in mixers)  # every key in every query's window
+    x = _images()
+    for model in (glob, local):
+        model(x).sum().backward()
+    assert torch.equal(local(x), glob(x))
+    assert all(torch.equal(a, b) for a, b in zip(attention_probs(local, x), attention_probs(glob, x)))
+    grads = [dict((n, p.grad) for n, p in m.named_parameters()) for m in (local, glob)]
+    assert all(torch.equal(grads[0][n], grads[1][n]) for n in grads[0])
+
+
+def test_local_attention_attends_inside_its_window_and_loads_into_timms_vit():
+    local = build_model("ladder", 10, 28, 1, **SMALL, **LOCAL).eval()
+    x = _images()
+    probs = attention_probs(local, x)  # per block (B, H, 49, 49)
+    mask = window_mask((7, 7), 3)
+    assert len(probs) == 2 and all(torch.equal(p[..., ~mask], torch.zeros_like(p[..., ~mask])) for p in probs)
+    torch.testing.assert_close(probs[0].sum(-1), torch.ones(4, 2, 49))
+    for module in local.modules():  # the fused kernel with the mask computes the same attention
+        if isinstance(module, LocalAttention):
+            module.fused_attn = True
+    with torch.no_grad():
+        fused = local(x)
+        for module in local.modules():
+            if isinstance(module, LocalAttention):
+                module.fused_attn = False
+        torch.testing.assert_close(fused, local(x), rtol=1e-5, atol=1e-5)
+    timm = TimmViT(img_size=28, patch_size=4, in_chans=1, num_classes=10, embed_dim=32, depth=2, num_heads=2,
+                   mlp_ratio=2.0, class_token=False, global_pool="avg")
+    timm.load_state_dict(local.state_dict())  # strict: the mask is no parameter or persistent buffer
+    assert count_parameters(local) == count_parameters(build_model("ladder", 10, 28, 1, **SMALL, **NO_TOKEN))
+
+
+def test_the_depthwise_mixer_without_its_activation_is_the_convolution_alone():
+    plain = build_model("ladder", 10, 28, 1, **SMALL, **NO_TOKEN, pos_embed="none", token_mixer="dwconv",
+                        mixer_act="none")
+    mixer = plain.blocks[0].token_mixer.module
+    assert isinstance(mixer.act, nn.Identity)
+    image = torch.randn(2, 32, 7, 7)
+    torch.testing.assert_close(mixer(image), mixer.conv(image))
+    gelu = build_model("ladder", 10, 28, 1, **SMALL, **NO_TOKEN, pos_embed="none", token_mixer="dwconv")
+    assert count_parameters(plain) == count_parameters(gelu) and isinstance(gelu.blocks[0].token_mixer.module.act,
+                                                                            nn.GELU)

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SIDE = 16
 SMALL_VIT = {"patch_size": 4, "embed_dim": 16, "depth": 2, "num_heads": 2, "mlp_ratio": 2.0}
 # Small arch_args per family (the study's defaults are sized for 28-px images and 12 blocks), and for the ladder
-# one rung of each kind of traits: the ViT, no class token, no attention.
+# one rung of each kind of traits: the ViT, no class token, no attention, local attention.
 SMALL = {
     "vit": [SMALL_VIT], "deit": [SMALL_VIT], "convit": [{**SMALL_VIT, "local_up_to_layer": 1}],
     "vit_convstem": [SMALL_VIT], "resnet18": [{}], "resnet8": [{"width": 4}], "resnet20": [{"width": 4}],
@@ -33,7 +33,8 @@ SMALL = {
               "mlp_ratio": 2.0}],
     "mlp": [{"hidden": [8]}],
     "ladder": [SMALL_VIT, {**SMALL_VIT, "class_token": False, "global_pool": "avg"},
-               {**SMALL_VIT, "class_token": False, "global_pool": "avg", "token_mixer": "pool"}],
+               {**SMALL_VIT, "class_token": False, "global_pool": "avg", "token_mixer": "pool"},
+               {**SMALL_VIT, "class_token": False, "global_pool": "avg", "token_mixer": "local_attention"}],
 }
 CASES = [(name, args) for name in MODEL_NAMES for args in SMALL[name]]
 

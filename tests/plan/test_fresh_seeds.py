@@ -50,3 +50,30 @@ def test_no_committed_table_outside_the_study_holds_a_confirmatory_seed():
         if used & CONFIRMATORY:
             clashes.append(f"{rel}: {sorted(used & CONFIRMATORY)}")
     assert not clashes, clashes
+
+
+# The confirmatory study over the whole range on a GPU (configs/confirmatory_gpu.yaml): its own fresh seeds, used by no
+# other study (the default's included) and by no committed table, since none of its runs is committed yet.
+WHOLE_RANGE = seeds_of(preset_params(ROOT, "confirmatory_gpu"))
+
+
+def test_the_whole_range_confirmation_has_ten_seeds_of_its_own():
+    assert len(WHOLE_RANGE) >= 10 and not WHOLE_RANGE & CONFIRMATORY
+
+
+@pytest.mark.parametrize("name", [n for n in preset_names(ROOT) if n != "confirmatory_gpu"])
+def test_no_other_preset_trains_a_seed_of_the_whole_range_confirmation(name):
+    assert not seeds_of(preset_params(ROOT, name)) & WHOLE_RANGE, f"configs/{name}.yaml trains a seed of confirmatory_gpu"
+
+
+def test_no_committed_table_holds_a_seed_of_the_whole_range_confirmation():
+    listed = subprocess.run(["git", "ls-files", "*.csv"], cwd=ROOT, capture_output=True, text=True, check=True)
+    clashes = []
+    for rel in listed.stdout.splitlines():
+        with open(ROOT / rel, newline="") as handle:
+            reader = csv.DictReader(handle)
+            if reader.fieldnames and "seed" in reader.fieldnames:
+                used = {int(float(row["seed"])) for row in reader if row["seed"] not in ("", None)}
+                if used & WHOLE_RANGE:
+                    clashes.append(rel)
+    assert not clashes, clashes
