@@ -78,8 +78,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--preset", required=True, help="a configs/ name")
     parser.add_argument("--rates", type=Path, required=True, help="a device-runs.csv of `study gpu-acceptance`")
     args = parser.parse_args(argv)
-    params = parse_params(preset_params(Path.cwd(), args.preset), source=f"configs/{args.preset}.yaml")
-    table = sizing(params, measured_rates(pd.read_csv(args.rates)))
+    try:
+        if not args.rates.is_file():
+            raise StudyError(f"--rates {args.rates}: no such file; give a device-runs.csv that `study gpu-acceptance` "
+                             "wrote (docs/gpu/*/device-runs.csv)")
+        params = parse_params(preset_params(Path.cwd(), args.preset), source=f"configs/{args.preset}.yaml")
+        table = sizing(params, measured_rates(pd.read_csv(args.rates)))
+    except StudyError as err:
+        raise SystemExit(f"error: {err}") from None
     print(table.to_string(index=False))
     print(f"{args.preset}: {int(table['runs'].sum())} runs, {table['images'].sum() / 1e6:.1f} M training images, "
           f"{table['seconds'].sum():.0f} s of training one run after another at the rates of {args.rates}")
